@@ -25,10 +25,14 @@ directory (ignored by git)."""
 
 @dataclass(frozen=True)
 class CocotbResult:
+    """Counts of a cocotb run; ``waves`` is the waveform file when waves were recorded
+    (VCD from Verilator, FST from Icarus)."""
+
     tests: int
     failed: int
     results_xml: Path
     build_dir: Path
+    waves: Path | None = None
 
 
 def build_dir_for(top: str, params: Mapping[str, int], simulator: str, *, waves: bool,
@@ -77,7 +81,7 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
     """
     params = parse_params(top, []) | dict(params or {})
     tools = find_simulator(simulator)
-    build_dir = build_dir_for(top, params, tools.name, waves=waves, root=build_root)
+    build_dir = build_dir_for(top, params, tools.name, waves=waves, root=build_root).resolve()
     env = {f"HR_PARAM_{name.upper()}": str(value) for name, value in params.items()}
     env |= dict(extra_env or {})
     with _environment(tools.env):
@@ -93,4 +97,8 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
                           build_dir=build_dir, test_dir=build_dir, extra_env=env, seed=seed,
                           waves=waves, test_args=test_args, log_file=log_file)
     tests, failed = get_results(Path(xml))
-    return CocotbResult(tests=tests, failed=failed, results_xml=Path(xml), build_dir=build_dir)
+    wave_file = None
+    if waves:
+        wave_file = build_dir / ("dump.vcd" if tools.name == "verilator" else f"{top}.fst")
+    return CocotbResult(tests=tests, failed=failed, results_xml=Path(xml), build_dir=build_dir,
+                        waves=wave_file)

@@ -215,7 +215,6 @@ class FrontEndTB(TbBase):
             if outcome.submitted:
                 self.expected_submits.append(outcome.submitted)
             self.stats[Op(cmd["op"]).name] += 1
-            self.on_command(cmd, outcome)
 
         if span is not None:
             self.check(bool(self.expected_submits), f"submission {span} the model never made")
@@ -224,13 +223,8 @@ class FrontEndTB(TbBase):
             self.stats["submissions"] += 1
             self.on_submission(want)
 
-    # hooks for the host model
-
     def on_submission(self, span) -> None:
-        pass
-
-    def on_command(self, cmd, outcome) -> None:
-        pass
+        """Called for every submission taken; a host model replaces it."""
 
     # endings
 
