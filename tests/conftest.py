@@ -1,4 +1,6 @@
-"""Shared pytest options: the simulator choice and the random seeds."""
+"""Shared pytest options and fixtures: the simulator choice, the artifact's data."""
+
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +26,21 @@ def icarus():
     except SimulatorNotFound as exc:
         pytest.skip(str(exc))
     return "icarus"
+
+
+SHARED_DATA = (Path(__file__).resolve().parents[2] / "shared" / "data"
+               / "heteroreason-artifact")
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def artifact():
+    """The paper artifact's data beside the checkout (../shared/data), or a skip."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"the artifact's data is not at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def fixtures():
+    return FIXTURES

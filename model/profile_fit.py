@@ -1,0 +1,132 @@
+"""Fit GPU timing coefficients from a per-step profile CSV in the artifact's format.
+
+Each row is one reasoning step: the latency each model spent in it (``draft_latency_ms``,
+``prm_latency_ms``, ``target_latency_ms``), its token counts and how many calls each model
+made. Per component the fitted form is
+
+* draft:  ``latency = call_ms * draft_calls + ms_per_token * draft_output_tokens``
+* PRM:    ``latency = call_ms * prm_calls + ms_per_token * prm_input_tokens``
+* target: ``latency = call_ms * target_calls + ms_per_token * target_output_tokens``
+
+over rows where the component ran, dropping rows at or above ``max_latency_ms`` (warm-up,
+pathological steps). The fit is robust (Huber loss by iteratively reweighted least squares,
+scale from the median absolute deviation), since plain least squares is dragged by the heavy
+tail; the plain fit is reported beside it.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["COMPONENTS", "ComponentFit", "ProfileError", "fit_profile", "read_profile"]
+
+COMPONENTS = {
+    "draft": ("draft_latency_ms", "draft_calls", "draft_output_tokens"),
+    "prm": ("prm_latency_ms", "prm_calls", "prm_input_tokens"),
+    "target": ("target_latency_ms", "target_calls", "target_output_tokens"),
+}
+REQUIRED = sorted({c for cols in COMPONENTS.values() for c in cols})
+
+
+class ProfileError(ValueError):
+    """A profile CSV that cannot be used; names the file, line and column."""
+
+
+@dataclass(frozen=True)
+class ComponentFit:
+    component: str
+    call_ms: float
+    ms_per_token: float
+    rows: int
+    dropped: int
+    lstsq_call_ms: float
+    lstsq_ms_per_token: float
+    median_abs_pct_error: float
+    mean_abs_error_ms: float
+
+    def row(self) -> list[str]:
+        return [self.component, f"{self.call_ms:.2f}", f"{self.ms_per_token:.4f}",
+                f"{self.lstsq_call_ms:.2f}", f"{self.lstsq_ms_per_token:.4f}", str(self.rows),
+                str(self.dropped), f"{self.median_abs_pct_error:.1f}",
+                f"{self.mean_abs_error_ms:.1f}"]
+
+    COLUMNS = ("component", "call ms (robust)", "ms/token (robust)", "call ms (lstsq)",
+               "ms/token (lstsq)", "rows", "dropped", "median |err| %", "mean |err| ms")
+
+
+def read_profile(path: Path | str) -> dict[str, np.ndarray]:
+    """The columns the fit needs, as float arrays; errors name file, line and column."""
+    path = Path(path)
+    try:
+        handle = path.open(newline="")
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot be read: {exc.strerror}") from None
+    with handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames is None:
+            raise ProfileError(f"{path}: is empty (no header line)")
+        missing = [c for c in REQUIRED if c not in reader.fieldnames]
+        if missing:
+            raise ProfileError(f"{path}: missing column(s) {', '.join(missing)}; "
+                               f"the header has {', '.join(reader.fieldnames)}")
+        columns: dict[str, list[float]] = {c: [] for c in REQUIRED}
+        for row in reader:
+            line = reader.line_num
+            for c in REQUIRED:
+                text = row.get(c)
+                try:
+                    value = float(text)
+                except (TypeError, ValueError):
+                    raise ProfileError(f"{path}:{line}: column '{c}' must be a number, "
+                                       f"not {text!r}") from None
+                if not np.isfinite(value) or value < 0:
+                    raise ProfileError(f"{path}:{line}: column '{c}' must be a finite "
+                                       f"non-negative number, not {text!r}")
+                columns[c].append(value)
+    if not columns[REQUIRED[0]]:
+        raise ProfileError(f"{path}: has a header but no rows")
+    return {c: np.asarray(v) for c, v in columns.items()}
+
+
+def _huber(x: np.ndarray, y: np.ndarray, iterations: int = 50) -> np.ndarray:
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    for _ in range(iterations):
+        resid = y - x @ coef
+        scale = 1.4826 * np.median(np.abs(resid - np.median(resid))) or 1.0
+        k = 1.345 * scale
+        weights = np.where(np.abs(resid) <= k, 1.0, k / np.maximum(np.abs(resid), 1e-12))
+        w = np.sqrt(weights)
+        new = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)[0]
+        if np.allclose(new, coef, rtol=1e-9, atol=1e-9):
+            return new
+        coef = new
+    return coef
+
+
+def fit_profile(columns: dict[str, np.ndarray], *, max_latency_ms: float = 5000.0
+                ) -> list[ComponentFit]:
+    """Fit every component that ran in at least two rows."""
+    if max_latency_ms <= 0:
+        raise ValueError(f"max_latency_ms must be positive, not {max_latency_ms!r}")
+    fits = []
+    for name, (lat, calls, tokens) in COMPONENTS.items():
+        ran = columns[calls] > 0
+        keep = ran & (columns[lat] < max_latency_ms)
+        if keep.sum() < 2:
+            continue
+        x = np.column_stack([columns[calls][keep], columns[tokens][keep]])
+        y = columns[lat][keep]
+        robust = _huber(x, y)
+        plain = np.linalg.lstsq(x, y, rcond=None)[0]
+        pred = x @ robust
+        fits.append(ComponentFit(
+            component=name, call_ms=float(robust[0]), ms_per_token=float(robust[1]),
+            rows=int(keep.sum()), dropped=int(ran.sum() - keep.sum()),
+            lstsq_call_ms=float(plain[0]), lstsq_ms_per_token=float(plain[1]),
+            median_abs_pct_error=float(100 * np.median(np.abs(pred - y) / np.maximum(y, 1e-9))),
+            mean_abs_error_ms=float(np.mean(np.abs(pred - y)))))
+    return fits

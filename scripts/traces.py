@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Reasoning traces: generate synthetic ones, import the artifact's, validate, summarize.
+
+    python scripts/traces.py generate --dataset all --problems 100 --seed 1 --out build/traces
+    python scripts/traces.py stats build/traces/*.jsonl
+    python scripts/traces.py import --format artifact ../shared/data/.../with_bt --out t.jsonl
+    python scripts/traces.py import --format token-log LOG.jsonl --dataset gsm8k \\
+        --prompt-tokens 116 --out t.jsonl
+    python scripts/traces.py validate t.jsonl
+
+Bad input exits with status 2 and a message naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from heteroreason.model.report import format_table
+from heteroreason.model.trace_import import import_artifact_file, import_token_log
+from heteroreason.model.trace_synth import PROFILES, TraceStats, generate_traces, trace_stats
+from heteroreason.model.traces import BRSD_POLICY, RSD_POLICY, TraceError, dump_traces, load_traces
+
+
+def cmd_generate(args) -> int:
+    names = list(PROFILES) if args.dataset == "all" else [args.dataset]
+    for name in names:
+        traces = generate_traces(PROFILES[name], seed=args.seed, problems=args.problems)
+        out = args.out / f"{name}.jsonl" if args.dataset == "all" else args.out
+        count = dump_traces(traces, out)
+        print(f"wrote {count} problems to {out} (dataset {name}, seed {args.seed})")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    rows, groups = [], {}
+    for path in args.files:
+        for trace in load_traces(path):
+            groups.setdefault(trace.dataset, []).append(trace)
+    for dataset, traces in groups.items():
+        stats = trace_stats(traces, dataset)
+        rows.append(stats.row())
+        prof = PROFILES.get(dataset)
+        if prof is not None and args.profile:
+            rows.append([f"  profile {dataset}", "", f"{prof.steps_per_problem:.1f}",
+                         f"{100 * prof.accept_share:.1f}", f"{100 * prof.rescue_share:.1f}",
+                         f"{100 * prof.backtrack_share:.1f}",
+                         f"{prof.backtracks_per_problem:.2f}",
+                         f"{prof.draft_tokens_per_problem:.0f}",
+                         f"{prof.draft_tokens_per_step:.0f}",
+                         f"{prof.target_tokens_per_rescue:.0f}", "", f"{prof.prompt_tokens:.0f}"])
+    print(format_table(TraceStats.COLUMNS, rows))
+    return 0
+
+
+def _artifact_files(inputs: list[Path]) -> list[Path]:
+    def index(p: Path):
+        match = re.search(r"(\d+)", p.stem)
+        return (str(p.parent), int(match.group(1)) if match else -1, p.name)
+
+    files = []
+    for item in inputs:
+        if item.is_dir():
+            files.extend(sorted(item.rglob("*.json"), key=index))
+        elif item.exists():
+            files.append(item)
+        else:
+            raise TraceError(str(item), None, "does not exist")
+    if not files:
+        raise TraceError(", ".join(map(str, inputs)), None, "holds no .json trace files")
+    return files
+
+
+def cmd_import(args) -> int:
+    policy = RSD_POLICY if args.policy == "rsd" else BRSD_POLICY
+    if args.format == "artifact":
+        traces = [import_artifact_file(f, dataset=args.dataset, prompt_tokens=args.prompt_tokens,
+                                       policy=policy) for f in _artifact_files(args.inputs)]
+    else:
+        if args.dataset is None or args.prompt_tokens is None:
+            raise TraceError("import", "--dataset/--prompt-tokens",
+                             "token logs carry neither; give both")
+        traces = []
+        for path in args.inputs:
+            got, skipped = import_token_log(path, dataset=args.dataset,
+                                            prompt_tokens=args.prompt_tokens, policy=policy,
+                                            skip_invalid=args.skip_invalid)
+            traces.extend(got)
+            for error in skipped:
+                print(f"skipped: {error}", file=sys.stderr)
+    count = dump_traces(traces, args.out)
+    print(f"imported {count} problems into {args.out}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    for path in args.files:
+        traces = load_traces(path)
+        print(f"{path}: {len(traces)} problems, {sum(len(t.steps) for t in traces)} step "
+              "events: valid")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="synthetic traces from a dataset profile")
+    g.add_argument("--dataset", required=True, choices=[*PROFILES, "all"])
+    g.add_argument("--problems", type=int, default=None,
+                   help="problems per dataset (default: the dataset's full size)")
+    g.add_argument("--seed", type=int, required=True)
+    g.add_argument("--out", type=Path, required=True,
+                   help="output file (a folder with --dataset all)")
+    s = sub.add_parser("stats", help="summarize trace files per dataset")
+    s.add_argument("files", nargs="+", type=Path)
+    s.add_argument("--no-profile", dest="profile", action="store_false",
+                   help="do not print the dataset profile under each dataset")
+    i = sub.add_parser("import", help="convert the paper artifact's traces")
+    i.add_argument("--format", required=True, choices=["artifact", "token-log"])
+    i.add_argument("inputs", nargs="+", type=Path, help="files or folders")
+    i.add_argument("--out", required=True, type=Path)
+    i.add_argument("--dataset", default=None,
+                   help="dataset name (artifact: default the folder's name)")
+    i.add_argument("--prompt-tokens", type=int, default=None,
+                   help="prompt length where the input has none (token logs, no_bt traces)")
+    i.add_argument("--policy", choices=["brsd", "rsd"], default="brsd")
+    i.add_argument("--skip-invalid", action="store_true",
+                   help="token logs: report and leave out inconsistent records")
+    v = sub.add_parser("validate", help="check trace files")
+    v.add_argument("files", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    if getattr(args, "problems", None) is not None and args.problems < 1:
+        parser.error(f"--problems must be a positive integer, not {args.problems}")
+    if getattr(args, "seed", 0) < 0:
+        parser.error(f"--seed must be a non-negative integer, not {args.seed}")
+    if getattr(args, "prompt_tokens", None) is not None and args.prompt_tokens < 1:
+        parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
+    handler = {"generate": cmd_generate, "stats": cmd_stats, "import": cmd_import,
+               "validate": cmd_validate}[args.command]
+    try:
+        return handler(args)
+    except TraceError as exc:
+        print(f"traces: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

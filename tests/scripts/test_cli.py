@@ -1,0 +1,89 @@
+"""The command-line programs for traces and device models, run as a user would."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(script, *args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_generate_stats_validate(tmp_path):
+    proc = run("traces.py", "generate", "--dataset", "all", "--problems", "50", "--seed", "4",
+               "--out", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(tmp_path.glob("*.jsonl"))
+    assert [f.stem for f in files] == ["gaokao2023en", "gsm8k", "math500", "olympiadbench"]
+    proc = run("traces.py", "stats", *files)
+    assert proc.returncode == 0, proc.stderr
+    assert "steps/problem" in proc.stdout and "profile math500" in proc.stdout
+    proc = run("traces.py", "validate", *files)
+    assert proc.returncode == 0 and proc.stdout.count("events: valid") == 4
+
+
+def test_import_fixtures(tmp_path, fixtures):
+    out = tmp_path / "a.jsonl"
+    proc = run("traces.py", "import", "--format", "artifact", fixtures / "artifact", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 2 problems" in proc.stdout
+    out2 = tmp_path / "b.jsonl"
+    proc = run("traces.py", "import", "--format", "token-log", fixtures / "token_log.jsonl",
+               "--dataset", "toy", "--prompt-tokens", "20", "--skip-invalid", "--out", out2)
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 2 problems" in proc.stdout and "skipped:" in proc.stderr
+
+
+def test_import_artifact_samples(tmp_path, artifact):
+    out = tmp_path / "with_bt.jsonl"
+    proc = run("traces.py", "import", "--format", "artifact",
+               artifact / "Hardware" / "inputs" / "Config1" / "with_bt", "--out", out)
+    assert proc.returncode == 0 and "imported 120 problems" in proc.stdout
+    proc = run("traces.py", "stats", out)
+    assert proc.stdout.count("\n") >= 9  # header + 4 datasets + 4 profiles
+
+
+@pytest.mark.parametrize("args, message", [
+    (["validate", "absent.jsonl"], "cannot be read"),
+    (["import", "--format", "token-log", "tests/fixtures/token_log.jsonl", "--out", "x.jsonl"],
+     "token logs carry neither; give both"),
+    (["import", "--format", "artifact", "nowhere/", "--out", "x.jsonl"], "does not exist"),
+    (["generate", "--dataset", "all", "--seed", "-2", "--out", "x"],
+     "--seed must be a non-negative integer"),
+    (["generate", "--dataset", "aime", "--seed", "1", "--out", "x"], "invalid choice: 'aime'"),
+])
+def test_trace_cli_errors(args, message):
+    proc = run("traces.py", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_validate_reports_file_line_and_field(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"dataset": "d", "problem_id": 1, "prompt_tokens": -4, "steps": []}\n')
+    proc = run("traces.py", "validate", bad)
+    assert proc.returncode == 2
+    assert f"{bad}:1: field 'prompt_tokens': must be at least 1 (got -4)" in proc.stderr
+
+
+def test_device_models_cli(tmp_path):
+    proc = run("device_models.py", "presets")
+    assert proc.returncode == 0 and "fpga/artifact-u280" in proc.stdout
+    proc = run("device_models.py", "roofline", "--context", "1024")
+    assert proc.returncode == 0 and "measured/roofline" in proc.stdout
+    bad = tmp_path / "p.csv"
+    bad.write_text("draft_latency_ms\n1\n")
+    proc = run("device_models.py", "fit", bad)
+    assert proc.returncode == 2 and "missing column(s)" in proc.stderr
+
+
+def test_device_models_fit_artifact(artifact):
+    folder = artifact / "AE_hardware" / "inputs" / "step_profile_csv" / "config2"
+    proc = run("device_models.py", "fit", *sorted(folder.glob("*.csv")))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("target") >= 2
