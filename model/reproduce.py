@@ -23,8 +23,9 @@ __all__ = ["DATASETS", "PAPER_LATENCY_S", "ReproRow", "load_trace_sets", "reprod
 DATASETS = ("math500", "gsm8k", "gaokao2023en", "olympiadbench")
 
 # Fig. 10, seconds per problem (DESIGN §8): baseline, +T2, +T2+T1, and +T2+T1 without
-# backtracking (Config1 only)
+# backtracking (Config1 only); Fig. 9: RSD on three GPUs (the artifact's figure_metrics.json)
 PAPER_LATENCY_S = {
+    ("config1", "rsd", False): (9.63, 5.96, 10.74, 15.59),
     ("config1", "baseline", True): (11.66, 6.39, 12.15, 21.44),
     ("config1", "t2", True): (9.66, 4.33, 10.42, 17.66),
     ("config1", "heteroreason", True): (8.84, 2.36, 8.73, 15.48),
