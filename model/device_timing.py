@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from heteroreason.model.llm_shapes import shape
+from heteroreason.model.qwen2_config import qwen2_config
 
 __all__ = ["PRESETS", "LlmTiming", "timing"]
 
@@ -89,8 +89,8 @@ _ARTIFACT = "artifact simulator configs (Hardware/simulator/configs/config1.json
 _CONFIG2_FIT = ("least-squares fits of the Config2 per-step profiles, GSM8K/MATH500 midpoints "
                 "(DESIGN §8)")
 
-_MAC_RATIO_1P5B_TO_7B = (shape("qwen2.5-1.5b").macs_per_token()
-                         / shape("qwen2.5-7b").macs_per_token())
+_MAC_RATIO_1P5B_TO_7B = (qwen2_config("qwen2.5-1.5b").macs_per_token()
+                         / qwen2_config("qwen2.5-7b").macs_per_token())
 
 PRESETS: dict[str, LlmTiming] = {t.name: t for t in (
     # Config1: 0.5B draft, 7B PRM, 7B target, three RTX 3090

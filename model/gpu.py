@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from heteroreason.model.device_timing import LlmTiming
-from heteroreason.model.llm_shapes import ModelShape
+from heteroreason.model.qwen2_config import Qwen2Config
 
 __all__ = ["GPUS", "GpuSpec", "RooflineCheck", "gpu", "roofline_check"]
 
@@ -48,7 +48,7 @@ class RooflineCheck:
         return self.measured_ms / self.bound_ms if self.bound_ms else float("inf")
 
 
-def roofline_check(t: LlmTiming, model: ModelShape, spec: GpuSpec, *,
+def roofline_check(t: LlmTiming, model: Qwen2Config, spec: GpuSpec, *,
                    bytes_per_weight: float = 2.0, context: int = 512) -> list[RooflineCheck]:
     """How far ``t``'s coefficients sit above the roofline of ``model`` on ``spec``."""
     weights_ms = model.weight_bytes_per_token(bytes_per_weight) / spec.memory_bandwidth_bytes_per_s

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from heteroreason.model.llm_shapes import ModelShape
+from heteroreason.model.qwen2_config import Qwen2Config
 
 __all__ = ["BYTES_PER_TOKEN_ID", "LINKS", "LinkConfig", "link"]
 
@@ -40,7 +40,7 @@ class LinkConfig:
         """Time to send ``tokens`` token ids in one transfer."""
         return self.transfer_ms(tokens * BYTES_PER_TOKEN_ID)
 
-    def kv_migration_ms(self, model: ModelShape, prompt_tokens: int, *,
+    def kv_migration_ms(self, model: Qwen2Config, prompt_tokens: int, *,
                         bytes_per_element: float = 2.0) -> float:
         return self.transfer_ms(model.kv_bytes_per_token(bytes_per_element) * prompt_tokens)
 

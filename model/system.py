@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from heteroreason.model.device_timing import LlmTiming, timing
 from heteroreason.model.energy import DevicePower, power
 from heteroreason.model.link import LinkConfig, link
-from heteroreason.model.llm_shapes import ModelShape, shape
+from heteroreason.model.qwen2_config import Qwen2Config, qwen2_config
 
 __all__ = ["CONFIGS", "FPGA_MODELS", "Mode", "SystemConfig", "system_config"]
 
@@ -60,7 +60,7 @@ class SystemConfig:
     target: LlmTiming
     fpga: LlmTiming
     link: LinkConfig
-    draft_model: ModelShape
+    draft_model: Qwen2Config
     draft_gpu_power: DevicePower
     prm_power: DevicePower
     target_power: DevicePower
@@ -78,15 +78,17 @@ FPGA_MODELS = {
     "v80": "fpga/artifact-v80",
 }
 
+DRAFT_MODEL = qwen2_config("qwen2.5-0.5b")
+
 CONFIGS: dict[str, SystemConfig] = {
     "config1": SystemConfig(
         "config1", timing("config1/draft"), timing("config1/prm"), timing("config1/target"),
-        timing("fpga/artifact-u280"), link("pcie3-x16"), shape("qwen2.5-0.5b"),
+        timing("fpga/artifact-u280"), link("pcie3-x16"), DRAFT_MODEL,
         power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-7b"), power("u280"),
         551.19, 488.42),
     "config2": SystemConfig(
         "config2", timing("config2/draft"), timing("config2/prm"), timing("config2/target"),
-        timing("fpga/artifact-u280-config2"), link("pcie3-x16"), shape("qwen2.5-0.5b"),
+        timing("fpga/artifact-u280-config2"), link("pcie3-x16"), DRAFT_MODEL,
         power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-1.5b"), power("u280"),
         506.55, 438.09),
 }

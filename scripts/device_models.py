@@ -18,8 +18,8 @@ from heteroreason.model.device_timing import PRESETS
 from heteroreason.model.energy import DEVICE_POWER
 from heteroreason.model.gpu import GPUS, roofline_check
 from heteroreason.model.link import LINKS
-from heteroreason.model.llm_shapes import shape
 from heteroreason.model.profile_fit import ComponentFit, ProfileError, fit_profile, read_profile
+from heteroreason.model.qwen2_config import qwen2_config
 from heteroreason.model.report import format_table
 
 
@@ -52,7 +52,8 @@ def cmd_roofline(args) -> int:
     for t in PRESETS.values():
         if t.device not in GPUS:
             continue
-        for check in roofline_check(t, shape(t.model), GPUS[t.device], context=args.context):
+        model = qwen2_config(t.model)
+        for check in roofline_check(t, model, GPUS[t.device], context=args.context):
             rows.append([t.name, check.what, f"{check.measured_ms:.4f}", f"{check.bound_ms:.4f}",
                          f"{check.ratio:.2f}"])
     print(format_table(["timing", "quantity", "measured ms", "roofline ms", "measured/roofline"],

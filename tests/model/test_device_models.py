@@ -7,8 +7,8 @@ from heteroreason.model.device_timing import PRESETS, LlmTiming, timing
 from heteroreason.model.energy import DevicePower, device_energy_j, power
 from heteroreason.model.gpu import gpu, roofline_check
 from heteroreason.model.link import LinkConfig, link
-from heteroreason.model.llm_shapes import ModelShape, shape
 from heteroreason.model.profile_fit import ProfileError, fit_profile, read_profile
+from heteroreason.model.qwen2_config import Qwen2Config, qwen2_config
 
 HEADER = ("draft_latency_ms,prm_latency_ms,target_latency_ms,draft_output_tokens,"
           "prm_input_tokens,target_output_tokens,draft_calls,prm_calls,target_calls")
@@ -39,20 +39,20 @@ def test_presets_reproduce_the_artifact_figures():
 
 
 def test_model_shapes():
-    s = shape("qwen2.5-0.5b")
+    s = qwen2_config("qwen2.5-0.5b")
     assert s.params == pytest.approx(494e6, rel=0.01)
     assert s.params - s.embedding_params == pytest.approx(358e6, rel=0.01)
     assert s.kv_bytes_per_token(2) == 12288
-    assert shape("qwen2.5-7b").params == pytest.approx(7.62e9, rel=0.01)
+    assert qwen2_config("qwen2.5-7b").params == pytest.approx(7.62e9, rel=0.01)
     with pytest.raises(ValueError, match=r"kv_heads .* must divide heads"):
-        ModelShape("bad", 64, 2, 4, 3, 16, 128, 256, True)
+        Qwen2Config("bad", 64, 2, 4, 3, 16, 128, 256, True)
 
 
 def test_every_gpu_decode_preset_sits_above_its_roofline():
     for t in PRESETS.values():
         if t.device != "rtx3090":
             continue
-        for check in roofline_check(t, shape(t.model), gpu(t.device)):
+        for check in roofline_check(t, qwen2_config(t.model), gpu(t.device)):
             if check.what.startswith("decode"):
                 assert check.ratio >= 1.0, (t.name, check)
 
@@ -118,7 +118,7 @@ def test_links():
     pcie3 = link("pcie3-x16")
     assert pcie3.tokens_ms(100) == pytest.approx(0.001 + 400 / 16e9 * 1e3)
     assert pcie3.transfer_ms(0) == 0.0
-    kv = pcie3.kv_migration_ms(shape("qwen2.5-0.5b"), 141)
+    kv = pcie3.kv_migration_ms(qwen2_config("qwen2.5-0.5b"), 141)
     assert kv == pytest.approx(0.001 + 12288 * 141 / 16e9 * 1e3)
     with pytest.raises(ValueError, match="bandwidth_bytes_per_s must be positive"):
         LinkConfig("bad", 0, 0.0)

@@ -87,3 +87,12 @@ def test_device_models_fit_artifact(artifact):
     proc = run("device_models.py", "fit", *sorted(folder.glob("*.csv")))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("target") >= 2
+
+
+def test_numerics_report():
+    proc = run("numerics_report.py", "--positions", "260")
+    assert proc.returncode == 0, proc.stderr
+    assert "494.0 M parameters, 357.9 M without embeddings, KV 12288 B/token" in proc.stdout
+    assert proc.stdout.count("test-small") == 3
+    proc = run("numerics_report.py", "--positions", "0")
+    assert proc.returncode == 2 and "--positions must be a positive integer" in proc.stderr
