@@ -23,6 +23,12 @@ DEFAULT_BUILD_ROOT = Path(os.environ.get("HETEROREASON_BUILD_DIR", "build")) / "
 directory (ignored by git)."""
 
 
+# Amaranth writes signed arithmetic with operands narrower than the result, which Verilator's
+# default WIDTH lint turns into fatal warnings; simulation builds waive them (the lint check of
+# exported tops is separate, tests/sim/test_export.py)
+SIM_BUILD_ARGS = {"verilator": ["-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC"]}
+
+
 @dataclass(frozen=True)
 class CocotbResult:
     """Counts of a cocotb run; ``waves`` is the waveform file when waves were recorded
@@ -90,6 +96,7 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
             source = export_verilog(top, build_dir, params)
             runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir,
                          waves=waves, timescale=("1ns", "1ps"),
+                         build_args=SIM_BUILD_ARGS.get(tools.name, []),
                          log_file=build_dir / "build.log")
         test_args = ["--trace-file", str(build_dir / "dump.vcd")] if (
             waves and tools.name == "verilator") else []
