@@ -68,8 +68,8 @@ import numpy as np
 from heteroreason.model.qwen2_config import Qwen2Config
 from heteroreason.model.qwen2_float import FloatDecoder, Qwen2Weights
 
-__all__ = ["ActivationScales", "IntDecoder", "QuantizedModel", "calibrate", "quant_multiplier",
-           "quantize", "rshift_round"]
+__all__ = ["ActivationScales", "IntDecoder", "QuantizedModel", "attend", "calibrate",
+           "quant_multiplier", "quantize", "rshift_round"]
 
 RSQRT = np.array([0] * 64 + [round(2**23 / math.sqrt(m)) for m in range(64, 256)],
                  dtype=np.int64)
@@ -325,6 +325,20 @@ def _rope(x: np.ndarray, positions: np.ndarray, inc: np.ndarray) -> np.ndarray:
                            sat(rshift_round(x2 * cos + x1 * sin, 14), 8)], axis=-1)
 
 
+def attend(q, keys, values, causal, exp_req, attn_req) -> np.ndarray:
+    """Integer attention of queries ``q`` (n, heads, d) over ``keys``/``values`` (t, heads, d)
+    where ``causal`` (n, t) allows; returns int8 outputs (n, heads, d)."""
+    scores = np.einsum("nhd,thd->hnt", q, keys.astype(np.int64))
+    scores = np.where(causal[None], scores, np.iinfo(np.int64).min // 4)
+    d = scores - scores.max(axis=-1, keepdims=True)
+    j = np.minimum(255, -rshift_round(d * exp_req[0], exp_req[1]))
+    e = np.where(causal[None], EXP[np.maximum(j, 0)], 0)
+    recip = (np.int64(1) << 46) // e.sum(axis=-1, keepdims=True)
+    p = (e * recip + (1 << 29)) >> 30
+    acc = np.einsum("hnt,thd->nhd", p, values.astype(np.int64))
+    return requant(acc, attn_req, 8)
+
+
 class IntDecoder:
     """The integer model with an int8 KV cache; the same API as
     :class:`~heteroreason.model.qwen2_float.FloatDecoder` (logits are int32 values)."""
@@ -363,15 +377,7 @@ class IntDecoder:
             self.v_cache[layer, start:total] = v
             keys = np.repeat(self.k_cache[layer, :total], group, axis=1)
             values = np.repeat(self.v_cache[layer, :total], group, axis=1)
-            scores = np.einsum("nhd,thd->hnt", q, keys)
-            scores = np.where(causal[None], scores, np.iinfo(np.int64).min // 4)
-            d = scores - scores.max(axis=-1, keepdims=True)
-            j = np.minimum(255, -rshift_round(d * ql.exp_req[0], ql.exp_req[1]))
-            e = np.where(causal[None], EXP[np.maximum(j, 0)], 0)
-            recip = (np.int64(1) << 46) // e.sum(axis=-1, keepdims=True)
-            p = (e * recip + (1 << 29)) >> 30
-            acc = np.einsum("hnt,thd->nhd", p, values).reshape(n, c.q_dim)
-            attn = requant(acc, ql.attn_req, 8)
+            attn = attend(q, keys, values, causal, ql.exp_req, ql.attn_req).reshape(n, c.q_dim)
             r = sat(r + requant(_matmul(attn, ql.o_w), ql.o_req, 16), 16)
             h = _rmsnorm(r, ql.norm2_req, m.eps_q)
             gate = requant(_matmul(h, ql.gate_w), ql.gate_req, 8)

@@ -1,0 +1,207 @@
+"""Attention unit: one query head against its KV head's cache, with the reference's integer
+softmax (exp table, one division per row) and weighted sum of values."""
+
+from amaranth.hdl import Const, Module, Signal, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from heteroreason.model.qwen2_int8 import EXP
+from heteroreason.rtl.compare import equals
+
+__all__ = ["Attention"]
+
+_IDLE, _SCORE, _EXP, _DIVIDE, _ACCUMULATE, _EMIT = range(6)
+_SUM_BITS = 32  # sum of up to 2**16 exp values of at most 2**15
+
+
+def _requant(m, acc, mult, shift, width, out_bits):
+    """``sat(rshift_round(acc * mult, shift), out_bits)`` as combinational logic."""
+    product = Signal(signed(width + 32))
+    half = Signal(unsigned(64))
+    rounded = Signal(signed(width + 33))
+    value = Signal(signed(out_bits))
+    high, low = (1 << (out_bits - 1)) - 1, -(1 << (out_bits - 1))
+    m.d.comb += [product.eq(acc * mult), half.eq(Const(1, 64) << (shift - 1)[:6]),
+                 rounded.eq((product + half) >> shift)]
+    with m.If(rounded > high):
+        m.d.comb += value.eq(high)
+    with m.Elif(rounded < low):
+        m.d.comb += value.eq(low)
+    with m.Else():
+        m.d.comb += value.eq(rounded)
+    return value
+
+
+class Attention(wiring.Component):
+    """Decode-time attention of one query head (:mod:`heteroreason.model.qwen2_int8`,
+    *Attention scores and softmax*).
+
+    The KV cache of every layer and KV head lives in on-chip memory, written through
+    ``kv_write`` (one K and one V row per beat). A ``cmd`` beat names the layer, KV head,
+    attention length ``T`` and the job's multipliers; one ``q`` beat brings the rotated query
+    head. The unit computes the ``T`` scores (one ``head_dim``-wide dot product per cycle),
+    their table exponentials and sum, the row's reciprocal by a restoring divider, the
+    probability-weighted sum of the values (``head_dim`` accumulators, one cache row per
+    cycle), and emits the head's ``head_dim`` int8 outputs.
+
+    Parameters
+    ----------
+    head_dim, kv_heads, layers, max_context : int
+
+    Members
+    -------
+    kv_write : In(stream.Signature(layer, kv_head, pos, k, v))
+    cmd : In(stream.Signature(layer, kv_head, length, exp_mult, exp_shift, out_mult, out_shift))
+    q : In(stream.Signature(ArrayLayout(signed(8), head_dim)))
+    out : Out(stream.Signature(StructLayout value signed(8), last))
+
+    Latency
+    -------
+    ``3 T + 47 + head_dim`` cycles from the query to the last output (plus stalls).
+    """
+
+    def __init__(self, *, head_dim, kv_heads, layers, max_context):
+        for name, value in (("head_dim", head_dim), ("kv_heads", kv_heads), ("layers", layers),
+                            ("max_context", max_context)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise TypeError(f"{name} must be a positive integer, not {value!r}")
+        if max_context > 2**16:
+            raise ValueError(f"max_context must be at most 65536, not {max_context}")
+        self._head_dim = head_dim
+        self._kv_heads = kv_heads
+        self._layers = layers
+        self._max_context = max_context
+        row = data.ArrayLayout(signed(8), head_dim)
+        super().__init__({
+            "kv_write": In(stream.Signature(data.StructLayout({
+                "layer": range(layers), "kv_head": range(kv_heads), "pos": range(max_context),
+                "k": row, "v": row}))),
+            "cmd": In(stream.Signature(data.StructLayout({
+                "layer": range(layers), "kv_head": range(kv_heads),
+                "length": range(1, max_context + 1),
+                "exp_mult": unsigned(31), "exp_shift": unsigned(6),
+                "out_mult": unsigned(31), "out_shift": unsigned(6)}))),
+            "q": In(stream.Signature(row)),
+            "out": Out(stream.Signature(data.StructLayout({"value": signed(8), "last": 1}))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        hd = self._head_dim
+        rows = self._layers * self._kv_heads * self._max_context
+        row = data.ArrayLayout(signed(8), hd)
+        m.submodules.keys = keys = memory.Memory(shape=row, depth=rows, init=[])
+        m.submodules.values = values = memory.Memory(shape=row, depth=rows, init=[])
+        m.submodules.scores = scores = memory.Memory(shape=signed(32), depth=self._max_context,
+                                                     init=[])
+        m.submodules.exp = exp_rom = memory.Memory(shape=unsigned(16), depth=256,
+                                                   init=[int(v) for v in EXP])
+        k_wr, v_wr = keys.write_port(), values.write_port()
+        k_rd, v_rd = keys.read_port(domain="comb"), values.read_port(domain="comb")
+        s_wr, s_rd = scores.write_port(), scores.read_port(domain="comb")
+        e_rd = exp_rom.read_port(domain="comb")
+
+        def base(layer, kv_head):
+            return (layer * self._kv_heads + kv_head) * self._max_context
+
+        # cache writes are accepted whenever no job is running
+        state = Signal(range(6))
+        idle = equals(state, _IDLE)
+        w = self.kv_write.payload
+        m.d.comb += [
+            self.kv_write.ready.eq(idle),
+            k_wr.addr.eq(base(w.layer, w.kv_head) + w.pos), k_wr.data.eq(w.k),
+            v_wr.addr.eq(base(w.layer, w.kv_head) + w.pos), v_wr.data.eq(w.v),
+            k_wr.en.eq(self.kv_write.valid & idle), v_wr.en.eq(self.kv_write.valid & idle),
+        ]
+
+        job = Signal(self.cmd.payload.shape())
+        query = Signal(row)
+        have_query = Signal()
+        t = Signal(range(self._max_context + 1))
+        best = Signal(signed(32))
+        total = Signal(unsigned(_SUM_BITS))
+        remainder = Signal(unsigned(48))
+        quotient = Signal(unsigned(47))
+        bit = Signal(range(48))
+        acc = Signal(data.ArrayLayout(signed(32), hd))
+        d = Signal(range(hd + 1))
+        start = Signal(range(rows + 1))
+        m.d.comb += [k_rd.addr.eq(start + t), v_rd.addr.eq(start + t), s_rd.addr.eq(t),
+                     s_wr.addr.eq(t)]
+
+        with m.If(idle):
+            m.d.comb += self.cmd.ready.eq(~self.kv_write.valid)
+            with m.If(self.cmd.valid & ~self.kv_write.valid):
+                m.d.sync += [job.eq(self.cmd.payload), t.eq(0), have_query.eq(0),
+                             start.eq(base(self.cmd.payload.layer, self.cmd.payload.kv_head)),
+                             state.eq(_SCORE)]
+
+        with m.If(equals(state, _SCORE)):
+            m.d.comb += self.q.ready.eq(~have_query)
+            with m.If(self.q.valid & ~have_query):
+                m.d.sync += [query.eq(self.q.payload), have_query.eq(1)]
+            with m.Else(), m.If(have_query):
+                dot = Signal(signed(32))
+                m.d.comb += dot.eq(sum(query[i] * k_rd.data[i] for i in range(hd)))
+                m.d.comb += [s_wr.data.eq(dot), s_wr.en.eq(1)]
+                with m.If((t == 0) | (dot > best)):
+                    m.d.sync += best.eq(dot)
+                m.d.sync += t.eq(t + 1)
+                with m.If(t == job.length - 1):
+                    m.d.sync += [t.eq(0), total.eq(0), state.eq(_EXP)]
+
+        with m.If(equals(state, _EXP)):
+            diff = Signal(signed(33))
+            m.d.comb += diff.eq(s_rd.data - best)
+            scaled = _requant(m, diff, job.exp_mult, job.exp_shift, 33, 34)
+            index = Signal(unsigned(8))
+            with m.If(-scaled > 255):
+                m.d.comb += index.eq(255)
+            with m.Else():
+                m.d.comb += index.eq(-scaled)
+            m.d.comb += [e_rd.addr.eq(index), s_wr.data.eq(e_rd.data), s_wr.en.eq(1)]
+            m.d.sync += [total.eq(total + e_rd.data), t.eq(t + 1)]
+            with m.If(t == job.length - 1):
+                m.d.sync += [t.eq(0), remainder.eq(0), quotient.eq(0), bit.eq(47),
+                             state.eq(_DIVIDE)]
+
+        with m.If(equals(state, _DIVIDE)):
+            # 2**46 // total, one quotient bit per cycle from bit 46 down
+            with m.If(bit != 0):
+                position = Signal(range(47))
+                shifted = Signal(unsigned(48))
+                m.d.comb += [position.eq(bit - 1),
+                             shifted.eq((remainder << 1) | equals(position, 46))]
+                with m.If(shifted >= total):
+                    m.d.sync += [remainder.eq(shifted - total),
+                                 quotient.eq(quotient | (Const(1, 47) << position))]
+                with m.Else():
+                    m.d.sync += remainder.eq(shifted)
+                m.d.sync += bit.eq(bit - 1)
+            with m.Else():
+                m.d.sync += [acc.eq(0), t.eq(0), state.eq(_ACCUMULATE)]
+
+        with m.If(equals(state, _ACCUMULATE)):
+            prob = Signal(unsigned(17))
+            wide = Signal(unsigned(64))
+            m.d.comb += [wide.eq(s_rd.data.as_unsigned()[:16] * quotient + (1 << 29)),
+                         prob.eq(wide[30:47])]
+            for i in range(hd):
+                m.d.sync += acc[i].eq(acc[i] + prob * v_rd.data[i])
+            m.d.sync += t.eq(t + 1)
+            with m.If(t == job.length - 1):
+                m.d.sync += [d.eq(0), state.eq(_EMIT)]
+
+        with m.If(equals(state, _EMIT)):
+            element = Signal(signed(32))
+            m.d.comb += element.eq(acc.as_value().word_select(d, 32).as_signed())
+            value = _requant(m, element, job.out_mult, job.out_shift, 32, 8)
+            last = equals(d, hd - 1)
+            m.d.comb += [self.out.valid.eq(1), self.out.payload.value.eq(value),
+                         self.out.payload.last.eq(last)]
+            with m.If(self.out.ready):
+                m.d.sync += d.eq(d + 1)
+                with m.If(last):
+                    m.d.sync += state.eq(_IDLE)
+        return m
