@@ -14,6 +14,7 @@ from amaranth.lib import wiring
 from heteroreason.rtl.input_mux import InputMux
 from heteroreason.rtl.kv_frontend import KvFrontEnd
 from heteroreason.rtl.kvmu import Kvmu
+from heteroreason.rtl.mvu import MatVecUnit
 
 __all__ = [
     "TOPS",
@@ -48,6 +49,8 @@ TOPS: dict[str, TopSpec] = {
                          "decoder input MUX"),
     "kv_frontend": TopSpec(KvFrontEnd, {"capacity": 64, "token_width": 16, "max_in_flight": 4},
                            "KVMU and input MUX wired together"),
+    "mvu": TopSpec(MatVecUnit, {"lanes": 8, "max_beats": 8, "max_rows": 64},
+                   "matrix-vector unit of the decoder"),
 }
 
 

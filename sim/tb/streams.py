@@ -19,31 +19,39 @@ __all__ = ["Payload", "StreamSink", "StreamSource"]
 
 
 class Payload:
-    """Packs and unpacks the fields of an Amaranth ``StructLayout`` as plain ints."""
+    """Packs and unpacks the fields of an Amaranth ``StructLayout`` or ``ArrayLayout`` (keys are
+    field names or element indices) as plain ints, signed fields in two's complement."""
 
-    def __init__(self, layout: data.StructLayout):
-        self.fields = {
-            name: (field.offset, Shape.cast(field.shape).width) for name, field in layout
-        }
+    def __init__(self, layout: data.Layout):
+        self.fields = {}
+        for name, field in layout:
+            shape = Shape.cast(field.shape)
+            self.fields[name] = (field.offset, shape.width, shape.signed)
         self.width = layout.size
 
-    def pack(self, values: Mapping[str, int]) -> int:
+    def pack(self, values: Mapping) -> int:
         unknown = set(values) - set(self.fields)
         if unknown:
             raise KeyError(f"unknown payload field(s) {sorted(unknown)}; "
                            f"fields are {sorted(self.fields)}")
         word = 0
         for name, value in values.items():
-            offset, width = self.fields[name]
+            offset, width, is_signed = self.fields[name]
             value = int(value)
-            if not 0 <= value < (1 << width):
+            low, high = (-(1 << (width - 1)), 1 << (width - 1)) if is_signed else (0, 1 << width)
+            if not low <= value < high:
                 raise ValueError(f"field {name}={value} does not fit in {width} bits")
-            word |= value << offset
+            word |= (value & ((1 << width) - 1)) << offset
         return word
 
-    def unpack(self, word: int) -> dict[str, int]:
-        return {name: (word >> offset) & ((1 << width) - 1)
-                for name, (offset, width) in self.fields.items()}
+    def unpack(self, word: int) -> dict:
+        out = {}
+        for name, (offset, width, is_signed) in self.fields.items():
+            value = (word >> offset) & ((1 << width) - 1)
+            if is_signed and value >> (width - 1):
+                value -= 1 << width
+            out[name] = value
+        return out
 
 
 def _bit(handle) -> int:
