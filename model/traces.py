@@ -316,10 +316,10 @@ def trace_to_json(trace: ProblemTrace) -> dict:
         step = {"outcome": s.outcome, "draft_tokens": s.draft_tokens}
         if s.target_tokens:
             step["target_tokens"] = s.target_tokens
-        if s.draft_score is not None:
-            step["draft_score"] = round(s.draft_score, 6)
+        if s.draft_score is not None:  # full precision: rounding could cross a threshold
+            step["draft_score"] = s.draft_score
         if s.target_score is not None:
-            step["target_score"] = round(s.target_score, 6)
+            step["target_score"] = s.target_score
         if s.outcome == "backtrack":
             step["backtrack_steps"] = s.backtrack_steps
             step["regenerated_tokens"] = s.regenerated_tokens

@@ -96,3 +96,18 @@ def test_numerics_report():
     assert proc.stdout.count("test-small") == 3
     proc = run("numerics_report.py", "--positions", "0")
     assert proc.returncode == 2 and "--positions must be a positive integer" in proc.stderr
+
+
+def test_run_brsd(tmp_path):
+    out = tmp_path / "brsd.jsonl"
+    proc = run("run_brsd.py", "--count", "2", "--max-steps", "6", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "heteroreason" in proc.stdout and "wrote 2 traces" in proc.stdout
+    proc = run("traces.py", "validate", out)
+    assert proc.returncode == 0
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "tokens": [3, 4, 5]}\n{"id": "b", "tokens": [3, 9999]}\n')
+    proc = run("run_brsd.py", "--prompts", prompts, "--out", tmp_path / "x.jsonl")
+    assert proc.returncode == 2
+    assert f"{prompts}:2: field 'tokens': must be a non-empty list of ids in [0, 256)" in \
+        proc.stderr
