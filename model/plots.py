@@ -23,9 +23,15 @@ COLORS = {"draft": "#4c72b0", "prm": "#dd8452", "target": "#55a868", "link": "#c
           "stall": "#bbbbbb"}
 
 
+def _datasets(rows: Sequence[ReproRow]) -> list[str]:
+    """The paper's datasets first, in its order, then any others (e.g. captured traces)."""
+    present = {r.dataset for r in rows}
+    return [d for d in DATASETS if d in present] + sorted(present - set(DATASETS))
+
+
 def plot_ablation(rows: Sequence[ReproRow], path: Path) -> Path:
     configs = sorted({r.config for r in rows})
-    datasets = [d for d in DATASETS if any(r.dataset == d for r in rows)]
+    datasets = _datasets(rows)
     fig, axes = plt.subplots(1, len(configs), figsize=(6.5 * len(configs), 4.2), squeeze=False)
     width = 0.8 / len(SERIES)
     for ax, config in zip(axes[0], configs, strict=True):
@@ -38,7 +44,7 @@ def plot_ablation(rows: Sequence[ReproRow], path: Path) -> Path:
             xs = [i + (k - (len(SERIES) - 1) / 2) * width for i in range(len(datasets))]
             ax.bar(xs, values, width, label=label)
             paper = PAPER_LATENCY_S.get((config, mode, bt))
-            if paper:
+            if paper and all(d in DATASETS for d in datasets):
                 ax.scatter(xs, [paper[DATASETS.index(d)] for d in datasets], marker="_",
                            s=160, color="black", zorder=3,
                            label="paper (Fig. 10)" if k == 0 else None)
@@ -55,7 +61,7 @@ def plot_ablation(rows: Sequence[ReproRow], path: Path) -> Path:
 def plot_breakdown(rows: Sequence[ReproRow], path: Path) -> Path:
     """Busy seconds per device and stall, per mode (with backtracking), per dataset."""
     configs = sorted({r.config for r in rows})
-    datasets = [d for d in DATASETS if any(r.dataset == d for r in rows)]
+    datasets = _datasets(rows)
     modes = ["baseline", "t2", "heteroreason"]
     fig, axes = plt.subplots(len(configs), len(datasets), figsize=(3.2 * len(datasets),
                              3.2 * len(configs)), squeeze=False)

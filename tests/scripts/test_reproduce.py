@@ -61,3 +61,12 @@ def test_bench_scheduler_prints_rates():
     proc = run("bench_scheduler.py")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("problems/s") == 5 and "11516 problems" in proc.stdout
+
+
+def test_reproduce_on_captured_traces(tmp_path):
+    traces = tmp_path / "brsd.jsonl"
+    proc = run("run_brsd.py", "--count", "2", "--max-steps", "5", "--out", traces)
+    assert proc.returncode == 0, proc.stderr
+    proc = run("reproduce.py", "--traces", traces, "--configs", "config1", "--out", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "ablation.png").exists() and (tmp_path / "gantt.png").exists()
