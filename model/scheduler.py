@@ -110,7 +110,6 @@ class _Problem:
         self.stalled_steps = 0
         self.rejected: int | None = None
         self.target_done: dict[int, float] = {}
-        self.target_job_step: int | None = None
         self.cache: dict[int, int] = {}
         self.reused = 0
 
@@ -325,7 +324,6 @@ class _Problem:
     def prefetch(self, j: int) -> None:
         step = self.steps[j]
         tokens = step.target_tokens if step.outcome != "accept" else PREFETCH_LIMIT_TOKENS
-        self.target_job_step = j
         self.request("target", "prefetch", self.target_generate_ms(tokens), j, tokens,
                      Priority.TARGET, self.target_done_handler, j)
 
