@@ -1,0 +1,141 @@
+# amaranth: UnusedElaboratable=no
+"""The decoder core end to end in Amaranth's simulator: ingest a prompt, then draft greedily;
+every sampled token equals the integer reference's."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from heteroreason.model.qwen2_config import qwen2_config
+from heteroreason.model.qwen2_float import random_weights
+from heteroreason.model.qwen2_int8 import IntDecoder, calibrate, quantize
+from heteroreason.rtl.decoder_core import DecoderCore
+
+
+def hbm(core, gaps: random.Random, stall: float):
+    """Serves ``wreq``/``preq`` from the schedule's images, in order, with random gaps."""
+    sched = core.schedule
+
+    async def weights(ctx):
+        queue = []
+        while True:
+            ctx.set(core.wreq.ready, 1)
+            if queue and gaps.random() >= stall:
+                ctx.set(core.wdata.payload, [int(v) for v in sched.weight_image[queue[0]]])
+                ctx.set(core.wdata.valid, 1)
+            else:
+                ctx.set(core.wdata.valid, 0)
+            _, _, rv, addr, count, dv, dr = await ctx.tick().sample(
+                core.wreq.valid, core.wreq.payload.addr, core.wreq.payload.count,
+                core.wdata.valid, core.wdata.ready)
+            if dv and dr:
+                queue.pop(0)
+            if rv:
+                queue.extend(range(addr, addr + count))
+
+    async def params(ctx):
+        queue = []
+        while True:
+            ctx.set(core.preq.ready, 1)
+            if queue and gaps.random() >= stall:
+                value, mult, shift = (int(v) for v in sched.param_image[queue[0]])
+                ctx.set(core.pdata.payload.value, value)
+                ctx.set(core.pdata.payload.mult, mult)
+                ctx.set(core.pdata.payload.shift, shift)
+                ctx.set(core.pdata.valid, 1)
+            else:
+                ctx.set(core.pdata.valid, 0)
+            _, _, rv, addr, count, dv, dr = await ctx.tick().sample(
+                core.preq.valid, core.preq.payload.addr, core.preq.payload.count,
+                core.pdata.valid, core.pdata.ready)
+            if dv and dr:
+                queue.pop(0)
+            if rv:
+                queue.extend(range(addr, addr + count))
+
+    return weights, params
+
+
+def run_core(model, lanes, stall, schedule, *, seed):
+    """Feed ``schedule`` — (token, pos, keep) for host tokens, or ``"draft"`` to feed back the
+    last sample at the next position — and return the sampled tokens."""
+    core = DecoderCore(model=model, lanes=lanes, delimiters=(16,), eos=1)
+    gaps = random.Random(seed)
+    got = []
+
+    async def host(ctx):
+        pos = 0
+        for item in schedule:
+            if item == "draft":
+                token, keep = got[-1], 1
+            else:
+                token, pos, keep = item
+            ctx.set(core.token.payload.token, token)
+            ctx.set(core.token.payload.pos, pos)
+            ctx.set(core.token.payload.keep, keep)
+            ctx.set(core.token.valid, 1)
+            await ctx.tick().until(core.token.ready)
+            ctx.set(core.token.valid, 0)
+            pos += 1
+            if keep:
+                ctx.set(core.sample.ready, 1)
+                while True:
+                    _, _, valid, sample = await ctx.tick().sample(core.sample.valid,
+                                                                  core.sample.payload.token)
+                    if valid:
+                        got.append(int(sample))
+                        break
+                ctx.set(core.sample.ready, 0)
+
+    sim = Simulator(core)
+    sim.add_clock(1e-8)
+    w_server, p_server = hbm(core, gaps, stall)
+    sim.add_process(w_server)
+    sim.add_process(p_server)
+    sim.add_testbench(host)
+    sim.run_until(1e-8 * 40_000 * len(schedule))
+    return got
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    weights = random_weights(qwen2_config("test-tiny"), seed=1)
+    return quantize(weights, calibrate(weights, seed=2, sequences=1, length=32))
+
+
+def greedy_continuation(model, prompt, count):
+    reference = IntDecoder(model)
+    logits = reference.prefill(prompt)[-1]
+    out = []
+    for _ in range(count):
+        out.append(int(np.argmax(logits)))
+        logits = reference.decode(out[-1])
+    return out
+
+
+def test_ingest_then_draft(tiny_model):
+    prompt = [5, 77]
+    schedule = [(5, 0, 0), (77, 1, 1), "draft"]
+    got = run_core(tiny_model, 8, 0.2, schedule, seed=1)
+    assert got == greedy_continuation(tiny_model, prompt, 2)
+
+
+@pytest.mark.slow
+def test_longer_prompt_with_stalls_at_16_lanes(tiny_model):
+    prompt = [5, 77, 130, 9]
+    schedule = [(t, p, int(p == 3)) for p, t in enumerate(prompt)] + ["draft", "draft"]
+    got = run_core(tiny_model, 16, 0.3, schedule, seed=2)
+    assert got == greedy_continuation(tiny_model, prompt, 3)
+
+
+@pytest.mark.slow
+def test_reject_rollback_then_shadow_ingest(tiny_model):
+    """Draft two tokens, then the KVMU rolls back to position 2 and the host's (target's)
+    tokens overwrite the KV cache there; drafting resumes on the corrected context."""
+    schedule = [(5, 0, 0), (77, 1, 1), "draft", (200, 2, 0), (31, 3, 1), "draft"]
+    got = run_core(tiny_model, 8, 0.0, schedule, seed=3)
+    first = greedy_continuation(tiny_model, [5, 77], 2)
+    resumed = greedy_continuation(tiny_model, [5, 77, 200, 31], 2)
+    assert got == first + resumed
