@@ -14,9 +14,10 @@ from heteroreason.model.qwen2_int8 import IntDecoder, calibrate, quantize
 from heteroreason.rtl.decoder_core import DecoderCore
 
 
-def hbm(core, gaps: random.Random, stall: float):
-    """Serves ``wreq``/``preq`` from the schedule's images, in order, with random gaps."""
-    sched = core.schedule
+def hbm(core, gaps: random.Random, stall: float, schedule=None):
+    """Serves ``wreq``/``preq`` of ``core`` (any component with those ports) from the schedule's
+    images, in order, with random gaps."""
+    sched = schedule if schedule is not None else core.schedule
 
     async def weights(ctx):
         queue = []

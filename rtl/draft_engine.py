@@ -1,0 +1,153 @@
+"""DraftEngine: the KV front end (KVMU + input MUX) and the decoder core behind the host
+interface of DESIGN §4.4."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from heteroreason.model.kvmu import Error, Mode, Source
+from heteroreason.model.qwen2_int8 import QuantizedModel
+from heteroreason.rtl.compare import equals
+from heteroreason.rtl.decoder_core import DecoderCore
+from heteroreason.rtl.kv_frontend import HostMessageLayout, KvFrontEnd
+from heteroreason.rtl.kvmu import SpanLayout
+
+__all__ = ["DraftEngine"]
+
+
+class DraftEngine(wiring.Component):
+    """The draft model's engine: host commands and target tokens in, draft tokens out.
+
+    The host stream carries INIT(pos)/ACCEPT/REJECT/CLEAR_ERROR and target-model tokens (``last``
+    on the one whose logits start drafting), in order. Every token the decoder processes gets its
+    KV position from the KVMU; sampled tokens feed back through the input MUX (held while
+    drafting is stalled, squashed when stale). Each draft token is reported on ``draft_out`` when
+    the decoder takes it (with its position and step-end/EOS marks); each finished step's span on
+    ``submit``. Weights come from memory through ``wreq``/``wdata`` and ``preq``/``pdata`` (see
+    :class:`~heteroreason.rtl.decoder_core.DecoderCore`).
+
+    A host token id outside the vocabulary is consumed without being processed and sets the
+    sticky ``bad_token`` status (the KVMU's position for it is left unwritten; the host recovers
+    with INIT).
+
+    Parameters
+    ----------
+    model : QuantizedModel
+    lanes : int
+        MACs per cycle of the matrix-vector unit.
+    capacity : int
+        KV-cache capacity in tokens (at most the model's maximum context).
+    delimiters, eos
+        Step-delimiter and end-of-sequence token ids.
+
+    Members
+    -------
+    host : In(stream.Signature(HostMessageLayout(token_width, capacity)))
+    draft_out : Out(stream.Signature(StructLayout token, pos, step_end, eos))
+    submit : Out(stream.Signature(SpanLayout(capacity)))
+    wreq, preq, wdata, pdata
+        The memory ports of the decoder core.
+    mode, error, bad_token
+        Status.
+    tokens, busy_cycles, weight_wait_cycles, stall_cycles : Out(32)
+        Cycle counters (tokens processed; cycles the core was busy; cycles the core waited for
+        a weight beat; cycles drafting was stalled waiting for a verdict).
+    """
+
+    def __init__(self, *, model: QuantizedModel, lanes: int, capacity: int, delimiters=(),
+                 eos=0):
+        if not isinstance(model, QuantizedModel):
+            raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
+        c = model.config
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or \
+                not 0 < capacity <= c.max_context:
+            raise ValueError(f"capacity must be an integer in [1, {c.max_context}] (the model's "
+                             f"maximum context), not {capacity!r}")
+        self._core = DecoderCore(model=model, lanes=lanes, delimiters=delimiters, eos=eos)
+        self._token_width = max(1, (c.vocab - 1).bit_length())
+        self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)
+        self._vocab = c.vocab
+        self._eos = eos
+        core = self._core
+        super().__init__({
+            "host": In(stream.Signature(HostMessageLayout(self._token_width, capacity))),
+            "draft_out": Out(stream.Signature(data.StructLayout({
+                "token": self._token_width, "pos": range(capacity + 1), "step_end": 1,
+                "eos": 1}))),
+            "submit": Out(stream.Signature(SpanLayout(capacity))),
+            "wreq": Out(stream.Signature(core.wreq.payload.shape())),
+            "preq": Out(stream.Signature(core.preq.payload.shape())),
+            "wdata": In(stream.Signature(core.wdata.payload.shape())),
+            "pdata": In(stream.Signature(core.pdata.payload.shape())),
+            "mode": Out(Mode),
+            "error": Out(Error),
+            "bad_token": Out(1),
+            "tokens": Out(32),
+            "busy_cycles": Out(32),
+            "weight_wait_cycles": Out(32),
+            "stall_cycles": Out(32),
+        })
+
+    @property
+    def core(self):
+        return self._core
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.front = front = self._front
+        m.submodules.core = core = self._core
+
+        wiring.connect(m, wiring.flipped(self.host), front.host)
+        wiring.connect(m, front.submit, wiring.flipped(self.submit))
+        for name in ("wreq", "preq"):
+            wiring.connect(m, getattr(core, name), wiring.flipped(getattr(self, name)))
+        for name in ("wdata", "pdata"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(core, name))
+
+        # samples feed back into the MUX as draft tokens
+        m.d.comb += [
+            front.sampler.valid.eq(core.sample.valid),
+            front.sampler.payload.token.eq(core.sample.payload.token),
+            front.sampler.payload.step_end.eq(core.sample.payload.step_end),
+            core.sample.ready.eq(front.sampler.ready),
+        ]
+
+        # a token the decoder takes goes to the core; draft tokens are also reported
+        beat = front.decoder.payload
+        is_draft = equals(beat.source, Source.DRAFT)
+        in_vocab = beat.token < self._vocab
+        bad_token = Signal()
+        report_ready = ~is_draft | self.draft_out.ready
+        m.d.comb += [
+            core.token.payload.token.eq(beat.token),
+            core.token.payload.pos.eq(beat.pos),
+            core.token.payload.keep.eq(beat.keep_logits),
+            core.token.valid.eq(front.decoder.valid & in_vocab & report_ready),
+            self.draft_out.valid.eq(front.decoder.valid & is_draft & core.token.ready),
+            self.draft_out.payload.token.eq(beat.token),
+            self.draft_out.payload.pos.eq(beat.pos),
+            self.draft_out.payload.eos.eq(equals(beat.token, self._eos)),
+            front.decoder.ready.eq(
+                (core.token.ready & report_ready) | (front.decoder.valid & ~in_vocab)),
+            self.bad_token.eq(bad_token),
+            self.mode.eq(front.mode),
+            self.error.eq(front.error),
+        ]
+        # a draft token reaches the decoder in the cycle the MUX takes it from the sampler, so
+        # its step-end mark is the sampler's payload of that cycle
+        m.d.comb += self.draft_out.payload.step_end.eq(core.sample.payload.step_end)
+        with m.If(front.decoder.valid & front.decoder.ready & ~in_vocab):
+            m.d.sync += bad_token.eq(1)
+
+        tokens, busy, wait, stall = (Signal(32) for _ in range(4))
+        m.d.comb += [self.tokens.eq(tokens), self.busy_cycles.eq(busy),
+                     self.weight_wait_cycles.eq(wait), self.stall_cycles.eq(stall)]
+        with m.If(core.token.valid & core.token.ready):
+            m.d.sync += tokens.eq(tokens + 1)
+        with m.If(core.busy):
+            m.d.sync += busy.eq(busy + 1)
+        with m.If(core.wdata.ready & ~core.wdata.valid):
+            m.d.sync += wait.eq(wait + 1)
+        with m.If(front.stalled):
+            m.d.sync += stall.eq(stall + 1)
+        return m
