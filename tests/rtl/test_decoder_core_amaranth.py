@@ -12,51 +12,12 @@ from heteroreason.model.qwen2_config import qwen2_config
 from heteroreason.model.qwen2_float import random_weights
 from heteroreason.model.qwen2_int8 import IntDecoder, calibrate, quantize
 from heteroreason.rtl.decoder_core import DecoderCore
+from heteroreason.sim.hbm_model import hbm_processes
 
 
 def hbm(core, gaps: random.Random, stall: float, schedule=None):
-    """Serves ``wreq``/``preq`` of ``core`` (any component with those ports) from the schedule's
-    images, in order, with random gaps."""
-    sched = schedule if schedule is not None else core.schedule
-
-    async def weights(ctx):
-        queue = []
-        while True:
-            ctx.set(core.wreq.ready, 1)
-            if queue and gaps.random() >= stall:
-                ctx.set(core.wdata.payload, [int(v) for v in sched.weight_image[queue[0]]])
-                ctx.set(core.wdata.valid, 1)
-            else:
-                ctx.set(core.wdata.valid, 0)
-            _, _, rv, addr, count, dv, dr = await ctx.tick().sample(
-                core.wreq.valid, core.wreq.payload.addr, core.wreq.payload.count,
-                core.wdata.valid, core.wdata.ready)
-            if dv and dr:
-                queue.pop(0)
-            if rv:
-                queue.extend(range(addr, addr + count))
-
-    async def params(ctx):
-        queue = []
-        while True:
-            ctx.set(core.preq.ready, 1)
-            if queue and gaps.random() >= stall:
-                value, mult, shift = (int(v) for v in sched.param_image[queue[0]])
-                ctx.set(core.pdata.payload.value, value)
-                ctx.set(core.pdata.payload.mult, mult)
-                ctx.set(core.pdata.payload.shift, shift)
-                ctx.set(core.pdata.valid, 1)
-            else:
-                ctx.set(core.pdata.valid, 0)
-            _, _, rv, addr, count, dv, dr = await ctx.tick().sample(
-                core.preq.valid, core.preq.payload.addr, core.preq.payload.count,
-                core.pdata.valid, core.pdata.ready)
-            if dv and dr:
-                queue.pop(0)
-            if rv:
-                queue.extend(range(addr, addr + count))
-
-    return weights, params
+    return hbm_processes(core, schedule if schedule is not None else core.schedule, rng=gaps,
+                         stall=stall)
 
 
 def run_core(model, lanes, stall, schedule, *, seed):
@@ -82,12 +43,14 @@ def run_core(model, lanes, stall, schedule, *, seed):
             pos += 1
             if keep:
                 ctx.set(core.sample.ready, 1)
-                while True:
+                for _ in range(100_000):  # a bound, so that a hung core fails the test
                     _, _, valid, sample = await ctx.tick().sample(core.sample.valid,
                                                                   core.sample.payload.token)
                     if valid:
                         got.append(int(sample))
                         break
+                else:
+                    raise AssertionError(f"no sample after token {token} at {pos}")
                 ctx.set(core.sample.ready, 0)
 
     sim = Simulator(core)
@@ -96,7 +59,7 @@ def run_core(model, lanes, stall, schedule, *, seed):
     sim.add_process(w_server)
     sim.add_process(p_server)
     sim.add_testbench(host)
-    sim.run_until(1e-8 * 40_000 * len(schedule))
+    sim.run()  # until the host testbench is done; the memory servers run in the background
     return got
 
 

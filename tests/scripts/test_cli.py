@@ -111,3 +111,11 @@ def test_run_brsd(tmp_path):
     assert proc.returncode == 2
     assert f"{prompts}:2: field 'tokens': must be a non-empty list of ids in [0, 256)" in \
         proc.stderr
+
+
+def test_bench_decoder_reports_utilization():
+    proc = run("bench_decoder.py", "--lanes", "8", "--context", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "utilization %" in proc.stdout and "test-tiny" in proc.stdout
+    proc = run("bench_decoder.py", "--context", "9999")
+    assert proc.returncode == 2 and "--context must be in [0, 512)" in proc.stderr
