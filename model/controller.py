@@ -36,8 +36,17 @@ import numpy as np
 
 from heteroreason.model.traces import RSD_POLICY, Policy, ProblemTrace, StepEvent, trace_to_json
 
-__all__ = ["ControllerConfig", "ControllerError", "Generator", "ReferenceGenerator",
-           "RewardHeadScorer", "Scorer", "run_problem", "run_problems"]
+__all__ = [
+    "ControllerConfig",
+    "ControllerError",
+    "Generator",
+    "ReferenceGenerator",
+    "RewardHeadScorer",
+    "Scorer",
+    "common_prefix",
+    "run_problem",
+    "run_problems",
+]
 
 
 class ControllerError(RuntimeError):
@@ -57,6 +66,16 @@ class Scorer(Protocol):
     max_context: int
 
     def score_step(self, context: Sequence[int], step: Sequence[int]) -> float: ...
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix: what a KV cache of ``a`` keeps for context ``b``."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)
@@ -111,12 +130,8 @@ class ReferenceGenerator:
             raise ControllerError(f"{self.name}: context of {len(context)} tokens plus a step of "
                                   f"up to {max_tokens} exceeds its maximum of "
                                   f"{self.max_context}")
-        common = 0
-        for a, b in zip(self._cached, context, strict=False):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(context) - 1)  # the last context token's logits are needed
+        # the last context token's logits are needed, so it is always processed again
+        common = min(common_prefix(self._cached, context), len(context) - 1)
         self.decoder.rollback(common)
         logits = self.decoder.prefill(list(context[common:]))[-1]
         self._cached = list(context)

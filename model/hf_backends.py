@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from heteroreason.model.controller import ControllerError
+from heteroreason.model.controller import ControllerError, common_prefix
 
 __all__ = ["HFGenerator", "HFSequenceScorer"]
 
@@ -51,12 +51,7 @@ class HFGenerator:
             raise ControllerError(f"{self.name}: context of {len(context)} tokens plus a step of "
                                   f"up to {max_tokens} exceeds its maximum of "
                                   f"{self.max_context}")
-        common = 0
-        for a, b in zip(self._cached, context, strict=False):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(context) - 1)
+        common = min(common_prefix(self._cached, context), len(context) - 1)
         past = self._past
         if past is not None and common > 0:
             excess = past.get_seq_length() - common

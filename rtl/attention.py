@@ -6,30 +6,13 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.qwen2_int8 import EXP
+from heteroreason.rtl.arith import requantize
 from heteroreason.rtl.compare import equals
 
 __all__ = ["Attention"]
 
 _IDLE, _SCORE, _EXP, _DIVIDE, _ACCUMULATE, _EMIT = range(6)
 _SUM_BITS = 32  # sum of up to 2**16 exp values of at most 2**15
-
-
-def _requant(m, acc, mult, shift, width, out_bits):
-    """``sat(rshift_round(acc * mult, shift), out_bits)`` as combinational logic."""
-    product = Signal(signed(width + 32))
-    half = Signal(unsigned(64))
-    rounded = Signal(signed(width + 33))
-    value = Signal(signed(out_bits))
-    high, low = (1 << (out_bits - 1)) - 1, -(1 << (out_bits - 1))
-    m.d.comb += [product.eq(acc * mult), half.eq(Const(1, 64) << (shift - 1)[:6]),
-                 rounded.eq((product + half) >> shift)]
-    with m.If(rounded > high):
-        m.d.comb += value.eq(high)
-    with m.Elif(rounded < low):
-        m.d.comb += value.eq(low)
-    with m.Else():
-        m.d.comb += value.eq(rounded)
-    return value
 
 
 class Attention(wiring.Component):
@@ -154,7 +137,7 @@ class Attention(wiring.Component):
         with m.If(equals(state, _EXP)):
             diff = Signal(signed(33))
             m.d.comb += diff.eq(s_rd.data - best)
-            scaled = _requant(m, diff, job.exp_mult, job.exp_shift, 33, 34)
+            scaled = requantize(m, diff, job.exp_mult, job.exp_shift, 34)
             index = Signal(unsigned(8))
             with m.If(-scaled > 255):
                 m.d.comb += index.eq(255)
@@ -196,7 +179,7 @@ class Attention(wiring.Component):
         with m.If(equals(state, _EMIT)):
             element = Signal(signed(32))
             m.d.comb += element.eq(acc.as_value().word_select(d, 32).as_signed())
-            value = _requant(m, element, job.out_mult, job.out_shift, 32, 8)
+            value = requantize(m, element, job.out_mult, job.out_shift, 8)
             last = equals(d, hd - 1)
             m.d.comb += [self.out.valid.eq(1), self.out.payload.value.eq(value),
                          self.out.payload.last.eq(last)]

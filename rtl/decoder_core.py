@@ -3,12 +3,13 @@ units (:mod:`heteroreason.rtl.mvu`, ``rmsnorm``, ``rope``, ``attention``, ``swig
 ``sampler``) reused across layers, with weights and parameters read from memory in the order of
 :func:`heteroreason.model.decode_schedule.decode_schedule`."""
 
-from amaranth.hdl import Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.decode_schedule import Region, decode_schedule
 from heteroreason.model.qwen2_int8 import QuantizedModel
+from heteroreason.rtl.arith import requantize, saturate
 from heteroreason.rtl.attention import Attention
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.mvu import MatVecUnit, OutBits
@@ -18,18 +19,6 @@ from heteroreason.rtl.sampler import ArgmaxSampler
 from heteroreason.rtl.swiglu import SwiGlu
 
 __all__ = ["DecoderCore"]
-
-
-def _sat(m, value, bits):
-    out = Signal(signed(bits))
-    high, low = (1 << (bits - 1)) - 1, -(1 << (bits - 1))
-    with m.If(value > high):
-        m.d.comb += out.eq(high)
-    with m.Elif(value < low):
-        m.d.comb += out.eq(low)
-    with m.Else():
-        m.d.comb += out.eq(value)
-    return out
 
 
 class DecoderCore(wiring.Component):
@@ -199,13 +188,8 @@ class DecoderCore(wiring.Component):
                 with m.Else():
                     element = Signal(signed(8))
                     m.d.comb += element.eq(beat.as_value().word_select(lane, 8).as_signed())
-                    scaled = Signal(signed(8 + 32))
-                    half = Signal(unsigned(64))
-                    rounded = Signal(signed(8 + 33))
-                    m.d.comb += [scaled.eq(element * p_mult),
-                                 half.eq(Const(1, 64) << (p_shift - 1)[:6]),
-                                 rounded.eq((scaled + half) >> p_shift)]
-                    m.d.comb += [wr.addr.eq(layout["r"] + i), wr.data.eq(_sat(m, rounded, 16)),
+                    m.d.comb += [wr.addr.eq(layout["r"] + i),
+                                 wr.data.eq(requantize(m, element, p_mult, p_shift, 16)),
                                  wr.en.eq(1)]
                     m.d.sync += [i.eq(i + 1), lane.eq(lane + 1)]
                     with m.If(equals(lane, lanes - 1)):
@@ -283,7 +267,7 @@ class DecoderCore(wiring.Component):
                     total = Signal(signed(18))
                     m.d.comb += [rd1.addr.eq(layout["r"] + j), total.eq(rd1.data + value),
                                  mvu.out.ready.eq(1), wr.addr.eq(layout["r"] + j),
-                                 wr.data.eq(_sat(m, total, 16)), wr.en.eq(mvu.out.valid)]
+                                 wr.data.eq(saturate(m, total, 16)), wr.en.eq(mvu.out.valid)]
                 else:
                     m.d.comb += [mvu.out.ready.eq(1), wr.addr.eq(layout[sink] + j),
                                  wr.data.eq(value), wr.en.eq(mvu.out.valid)]

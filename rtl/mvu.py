@@ -1,9 +1,10 @@
 """Matrix-vector unit: int8 x int8 dot products at ``lanes`` MACs per cycle with requantization."""
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from heteroreason.rtl.arith import round_shift
 from heteroreason.rtl.compare import is_zero
 
 __all__ = ["MatVecUnit", "OutBits"]
@@ -119,10 +120,7 @@ class MatVecUnit(wiring.Component):
 
         product = Signal(signed(48 + 32))
         m.d.comb += product.eq(result_acc * result_param.mult)
-        half = Signal(unsigned(64))  # 2**(shift - 1): round half up
-        m.d.comb += half.eq(Const(1, 64) << (result_param.shift - 1)[:6])
-        rounded = Signal(signed(48 + 32 + 1))
-        m.d.comb += rounded.eq((product + half) >> result_param.shift)
+        rounded = round_shift(m, product, result_param.shift)
         limit = Signal(signed(33))
         with m.Switch(result_bits):
             with m.Case(OutBits.INT8):

@@ -6,6 +6,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.qwen2_int8 import RSQRT
+from heteroreason.rtl.arith import requantize, round_shift
 from heteroreason.rtl.compare import equals
 
 __all__ = ["RmsNorm"]
@@ -141,24 +142,10 @@ class RmsNorm(wiring.Component):
             m.d.comb += scaled.eq(read.data * inv)
             normalized = Signal(signed(16 + 25 + 1))
             with m.If(amount >= 1):
-                half = Signal(unsigned(48))
-                m.d.comb += [half.eq(Const(1, 48) << (amount - 1).as_unsigned()),
-                             normalized.eq((scaled + half) >> amount.as_unsigned())]
+                m.d.comb += normalized.eq(round_shift(m, scaled, amount.as_unsigned()))
             with m.Else():
                 m.d.comb += normalized.eq(scaled << (-amount).as_unsigned())
-            product = Signal(signed(42 + 32))
-            m.d.comb += product.eq(normalized * self.gain.payload.mult)
-            round_half = Signal(unsigned(64))
-            m.d.comb += round_half.eq(Const(1, 64) << (self.gain.payload.shift - 1)[:6])
-            rounded = Signal(signed(42 + 32 + 1))
-            m.d.comb += rounded.eq((product + round_half) >> self.gain.payload.shift)
-            value = Signal(signed(8))
-            with m.If(rounded > 127):
-                m.d.comb += value.eq(127)
-            with m.Elif(rounded < -128):
-                m.d.comb += value.eq(-128)
-            with m.Else():
-                m.d.comb += value.eq(rounded)
+            value = requantize(m, normalized, self.gain.payload.mult, self.gain.payload.shift, 8)
             m.d.comb += [
                 self.y.valid.eq(self.gain.valid),
                 self.y.payload.value.eq(value),

@@ -5,6 +5,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.qwen2_int8 import COS, ROPE_BITS, SIN
+from heteroreason.rtl.arith import saturate
 from heteroreason.rtl.compare import equals
 
 __all__ = ["Rope"]
@@ -111,13 +112,7 @@ class Rope(wiring.Component):
                 m.d.comb += mixed.eq(own.data * cos_rd.data - partner.data * sin_rd.data)
             rounded = Signal(signed(27))
             m.d.comb += rounded.eq((mixed + Const(1 << 13, 15)) >> 14)
-            value = Signal(signed(8))
-            with m.If(rounded > 127):
-                m.d.comb += value.eq(127)
-            with m.Elif(rounded < -128):
-                m.d.comb += value.eq(-128)
-            with m.Else():
-                m.d.comb += value.eq(rounded)
+            value = saturate(m, rounded, 8)
             final = equals(index, self.head_dim - 1)
             m.d.comb += [self.y.valid.eq(1), self.y.payload.value.eq(value),
                          self.y.payload.last.eq(final & last)]

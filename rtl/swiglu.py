@@ -1,8 +1,10 @@
 """SwiGLU unit: ``act = requant8(SILU[gate] * up)`` with a loadable 256-entry SiLU table."""
 
-from amaranth.hdl import Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from heteroreason.rtl.arith import requantize
 
 __all__ = ["SwiGlu"]
 
@@ -62,19 +64,7 @@ class SwiGlu(wiring.Component):
         m.d.comb += [index.eq(self.x.payload.gate.as_unsigned() ^ 0x80), read.addr.eq(index)]
         product = Signal(signed(24))
         m.d.comb += product.eq(read.data * self.x.payload.up)
-        scaled = Signal(signed(24 + 32))
-        m.d.comb += scaled.eq(product * mult)
-        half = Signal(unsigned(64))
-        m.d.comb += half.eq(Const(1, 64) << (shift - 1)[:6])
-        rounded = Signal(signed(24 + 32 + 1))
-        m.d.comb += rounded.eq((scaled + half) >> shift)
-        value = Signal(signed(8))
-        with m.If(rounded > 127):
-            m.d.comb += value.eq(127)
-        with m.Elif(rounded < -128):
-            m.d.comb += value.eq(-128)
-        with m.Else():
-            m.d.comb += value.eq(rounded)
+        value = requantize(m, product, mult, shift, 8)
         m.d.comb += [
             self.y.valid.eq(self.x.valid),
             self.y.payload.value.eq(value),
