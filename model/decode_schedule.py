@@ -4,14 +4,17 @@ and parameter beats, as one definition for the RTL sequencer and the testbench's
 Per token: the token's embedding row; then per layer ``q_proj, k_proj, v_proj, o_proj,
 gate_proj, up_proj, down_proj`` (each as :func:`~heteroreason.model.weight_schedule.
 linear_schedule` beats, rows in order); then, when the token's logits are kept, the LM head
-(the tied embedding matrix). Parameter beats travel on their own stream in the same order:
-the embedding row's multiplier, per layer the input RMSNorm's per-channel multipliers, the
-q/k/v/o/gate/up/down row parameters interleaved as the operators need them, the post-attention
-RMSNorm's multipliers, the 256-entry SiLU table, then the final RMSNorm's and the LM head's.
+(the tied embedding matrix). Parameter beats travel on their own stream in the order the
+operators take them: the embedding row's multiplier; per layer the input RMSNorm's per-channel
+multipliers, the q/k/v/o row parameters, the post-attention RMSNorm's multipliers, the gate row
+parameters, the 256-entry SiLU table (loaded between gate and up, whose outputs feed SwiGLU
+directly), the up and down row parameters; then the final RMSNorm's and the LM head's.
 
-:func:`decode_schedule` lays the static part out once (addresses of each region in a weight image
-and a parameter image); :meth:`DecodeSchedule.token_regions` lists the regions a token reads, in
-order, so an HBM model can serve them and a timing model can count them.
+:func:`decode_schedule` lays both images out in exactly that order, so that apart from the
+token's embedding row and its multiplier everything a token reads is one contiguous range per
+image (:meth:`DecodeSchedule.fetch_plan`, what the decoder's prefetcher requests);
+:meth:`DecodeSchedule.token_regions` lists the named regions a token reads, in order, for HBM
+models and timing models.
 """
 
 from __future__ import annotations
@@ -65,13 +68,38 @@ class DecodeSchedule:
                 if op == "gate_proj":
                     out.append(self.regions[p + "norm2"])
                 out.append(self.regions[p + op])
+                if op == "up_proj":
+                    out.append(self.regions[p + "silu"])
                 out.append(self.regions[p + op + ".params"])
-            out.append(self.regions[p + "silu"])
         out.append(self.regions["final_norm"])
         if keep_logits:
             out.append(self.regions["lm_head"])
             out.append(self.regions["lm_head.params"])
         return out
+
+    def fetch_plan(self, token: int, *, keep_logits: bool) -> tuple[list[Region], list[Region]]:
+        """The token's reads as the fewest requests: (weight requests, parameter requests), each
+        the token's embedding entry, then everything up to the final norm, then the LM head's
+        when the logits are kept."""
+        weights, params = [], []
+        separate = ("embed_row", "embed_row_param", "lm_head", "lm_head.params")
+        for region in self.token_regions(token, keep_logits=keep_logits):
+            out = weights if region.kind == "weights" else params
+            if out and out[-1].name not in separate and region.name not in separate:
+                last = out.pop()
+                assert last.start + last.count == region.start, "images are in consumption order"
+                region = Region(last.name, region.kind, last.start, last.count + region.count)
+            out.append(region)
+        return weights, params
+
+    def stream_image(self, stream_bytes: int) -> np.ndarray:
+        """The weight image as beats of ``stream_bytes`` (a divisor of ``lanes``): beat
+        ``a * (lanes // stream_bytes) + k`` is part ``k`` of the image's beat ``a``."""
+        if isinstance(stream_bytes, bool) or not isinstance(stream_bytes, int) or \
+                stream_bytes <= 0 or self.lanes % stream_bytes:
+            raise ValueError(f"stream_bytes must be a positive divisor of lanes ({self.lanes}), "
+                             f"not {stream_bytes!r}")
+        return self.weight_image.reshape(-1, stream_bytes)
 
     def weight_beats_per_token(self, *, keep_logits: bool = True) -> int:
         return sum(r.count for r in self.token_regions(0, keep_logits=keep_logits)
@@ -132,11 +160,11 @@ def decode_schedule(model: QuantizedModel, *, lanes: int) -> DecodeSchedule:
         linear(p + "o_proj", ql.o_w, None, ql.o_req)
         add_params(p + "norm2", per_channel(ql.norm2_req))
         linear(p + "gate_proj", ql.gate_w, None, ql.gate_req)
-        linear(p + "up_proj", ql.up_w, None, ql.up_req)
-        linear(p + "down_proj", ql.down_w, None, ql.down_req)
         silu = np.zeros((256, 3), dtype=np.int64)
         silu[:, 0] = ql.silu
         add_params(p + "silu", silu)
+        linear(p + "up_proj", ql.up_w, None, ql.up_req)
+        linear(p + "down_proj", ql.down_w, None, ql.down_req)
     add_params("final_norm", per_channel(model.final_req))
     linear("lm_head", model.embed_w, None, model.head_req)
     return DecodeSchedule(lanes, np.concatenate(weights), np.concatenate(params), regions,

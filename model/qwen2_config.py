@@ -150,6 +150,9 @@ PRESETS: dict[str, Qwen2Config] = {c.name: c for c in (
                 max_context=512),
     Qwen2Config("test-small", 128, 2, 8, 2, 16, 384, 512, True, rope_theta=10000.0,
                 max_context=1024),
+    # one Qwen2.5-0.5B layer at full dimensions behind a small vocabulary: the RTL's full-size
+    # layer tests and benchmarks
+    Qwen2Config("test-0.5b-layer", 896, 1, 14, 2, 64, 4864, 1024, True, max_context=1024),
 )}
 
 

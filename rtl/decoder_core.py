@@ -3,11 +3,11 @@ units (:mod:`heteroreason.rtl.mvu`, ``rmsnorm``, ``rope``, ``attention``, ``swig
 ``sampler``) reused across layers, with weights and parameters read from memory in the order of
 :func:`heteroreason.model.decode_schedule.decode_schedule`."""
 
-from amaranth.hdl import Module, Signal, signed, unsigned
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.decode_schedule import Region, decode_schedule
+from heteroreason.model.decode_schedule import decode_schedule
 from heteroreason.model.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.arith import requantize, saturate
 from heteroreason.rtl.attention import Attention
@@ -18,7 +18,9 @@ from heteroreason.rtl.rope import Rope
 from heteroreason.rtl.sampler import ArgmaxSampler
 from heteroreason.rtl.swiglu import SwiGlu
 
-__all__ = ["DecoderCore"]
+__all__ = ["PARAM_LAYOUT", "DecoderCore"]
+
+PARAM_LAYOUT = data.StructLayout({"value": signed(32), "mult": unsigned(31), "shift": unsigned(6)})
 
 
 class DecoderCore(wiring.Component):
@@ -27,22 +29,38 @@ class DecoderCore(wiring.Component):
 
     A beat on ``token`` (id, KV position, whether its logits are kept) runs the token through
     every layer — its KV entries are written at ``pos`` — and, when its logits are kept, the LM
-    head and the sampler, whose result leaves on ``sample``. Weight beats are requested on
-    ``wreq`` and arrive on ``wdata``; parameter beats likewise on ``preq``/``pdata``; both in
-    :func:`~heteroreason.model.decode_schedule.decode_schedule` order. The model's scalar
-    constants (RMSNorm epsilon, attention and SwiGLU multipliers, RoPE increments) are fixed at
+    head and the sampler, whose result leaves on ``sample``. The model's scalar constants
+    (RMSNorm epsilon, attention and SwiGLU multipliers, RoPE increments) are fixed at
     elaboration; the weights are data.
 
-    Activations live in one on-chip scratchpad (16-bit words); operators run one after the other
-    (no overlap yet), each streaming between the scratchpad and its unit one element per cycle,
-    the matrix-vector unit at ``lanes`` MACs per cycle.
+    Weights and parameters are prefetched: as the token is taken, the core requests everything
+    it will read, in :meth:`~heteroreason.model.decode_schedule.DecodeSchedule.fetch_plan` order
+    (three requests on each of ``wreq`` and ``preq``), and the beats queue in on-chip buffers
+    (``weight_buffer`` beats of ``lanes`` bytes, ``param_buffer`` parameter beats) while the
+    operators that need no weights (norms, RoPE, attention, the KV write) run. The weight stream
+    is ``stream_bytes`` wide; a gearbox packs ``lanes // stream_bytes`` stream beats into one
+    matrix-vector beat, so with ``lanes > stream_bytes`` the matrix-vector unit drains the buffer
+    faster than memory fills it and the stream never waits on compute once the buffer covers
+    the longest stretch without a matrix-vector product.
+
+    Activations live in one on-chip scratchpad (16-bit words); operators run one after the
+    other, each streaming between the scratchpad and its unit one element per cycle, the
+    matrix-vector unit at ``lanes`` MACs per cycle (reusing its vector buffer for k/v after q
+    and up after gate; SwiGLU is applied to the up projection's outputs as they leave), the
+    attention unit on ``heads_parallel`` query heads of one KV group at a time.
 
     Parameters
     ----------
     model : QuantizedModel
         The quantized model whose constants and shapes the core is built for.
     lanes : int
-        MACs per cycle (weights per beat); must divide the hidden size.
+        MACs per cycle (weights per matrix-vector beat); must divide the hidden size.
+    stream_bytes : int
+        Weight-stream bytes per cycle; must divide ``lanes``. Defaults to ``lanes``.
+    weight_buffer, param_buffer : int
+        Depths of the prefetch buffers (matrix-vector beats, parameter beats).
+    heads_parallel : int
+        Query heads per attention job; must divide the heads per KV head.
     delimiters, eos
         Step-delimiter and end-of-sequence ids for the sampler's marks.
 
@@ -51,24 +69,50 @@ class DecoderCore(wiring.Component):
     token : In(stream.Signature(StructLayout token, pos, keep))
     sample : Out(stream.Signature(StructLayout token, step_end, eos))
     wreq, preq : Out(stream.Signature(StructLayout addr, count))
-    wdata : In(stream.Signature(ArrayLayout(signed(8), lanes)))
+        Requests in stream beats (``wreq``) and parameter beats (``preq``).
+    wdata : In(stream.Signature(ArrayLayout(signed(8), stream_bytes)))
     pdata : In(stream.Signature(StructLayout value signed(32), mult, shift))
     busy : Out(1)
+    weight_wait : Out(1)
+        An operator wants a weight beat and the buffer is empty (memory-bound cycle).
+    buffer_full : Out(1)
+        A weight beat is offered and the buffer has no room (compute-bound cycle).
     """
 
-    def __init__(self, *, model: QuantizedModel, lanes: int, delimiters=(), eos=0):
+    def __init__(self, *, model: QuantizedModel, lanes: int, stream_bytes: int | None = None,
+                 weight_buffer: int = 1024, param_buffer: int = 256, heads_parallel: int = 1,
+                 delimiters=(), eos=0):
         if not isinstance(model, QuantizedModel):
             raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
         self._model = model
         self._schedule = decode_schedule(model, lanes=lanes)  # validates lanes
+        stream_bytes = lanes if stream_bytes is None else stream_bytes
+        if isinstance(stream_bytes, bool) or not isinstance(stream_bytes, int) or \
+                stream_bytes <= 0 or lanes % stream_bytes:
+            raise ValueError(f"stream_bytes must be a positive divisor of lanes ({lanes}), "
+                             f"not {stream_bytes!r}")
+        for name, value in (("weight_buffer", weight_buffer), ("param_buffer", param_buffer),
+                            ("heads_parallel", heads_parallel)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        c = model.config
+        group = c.heads // c.kv_heads
+        if group % heads_parallel:
+            raise ValueError(f"heads_parallel ({heads_parallel}) must divide the query heads per "
+                             f"KV head ({group})")
         self._lanes = lanes
+        self._stream_bytes = stream_bytes
+        self._weight_buffer = weight_buffer
+        self._param_buffer = param_buffer
+        self._heads_parallel = heads_parallel
         self._delimiters = tuple(delimiters)
         self._eos = eos
-        c = model.config
         self._config = c
-        w_beats = len(self._schedule.weight_image)
+        ratio = lanes // stream_bytes
+        w_beats = len(self._schedule.weight_image) * ratio
         p_beats = len(self._schedule.param_image)
-        largest = max(r.count for r in self._schedule.regions.values())
+        largest = max(max(r.count * (ratio if r.kind == "weights" else 1)
+                          for r in plan) for plan in self._schedule.fetch_plan(0, keep_logits=True))
         request = data.StructLayout({"addr": range(max(w_beats, p_beats)),
                                      "count": range(largest + 1)})
         super().__init__({
@@ -78,10 +122,11 @@ class DecoderCore(wiring.Component):
                 "token": range(c.vocab), "step_end": 1, "eos": 1}))),
             "wreq": Out(stream.Signature(request)),
             "preq": Out(stream.Signature(request)),
-            "wdata": In(stream.Signature(data.ArrayLayout(signed(8), lanes))),
-            "pdata": In(stream.Signature(data.StructLayout({
-                "value": signed(32), "mult": unsigned(31), "shift": unsigned(6)}))),
+            "wdata": In(stream.Signature(data.ArrayLayout(signed(8), stream_bytes))),
+            "pdata": In(stream.Signature(PARAM_LAYOUT)),
             "busy": Out(1),
+            "weight_wait": Out(1),
+            "buffer_full": Out(1),
         })
 
     @property
@@ -92,30 +137,101 @@ class DecoderCore(wiring.Component):
     def lanes(self):
         return self._lanes
 
+    @property
+    def stream_bytes(self):
+        return self._stream_bytes
+
+    @property
+    def heads_parallel(self):
+        return self._heads_parallel
+
     def elaborate(self, platform):
         m = Module()
         c, q_model, sched, lanes = self._config, self._model, self._schedule, self._lanes
         regions = sched.regions
         group = c.heads // c.kv_heads
         hd = c.head_dim
+        hp = self._heads_parallel
+        ratio = lanes // self._stream_bytes
 
         mvu = MatVecUnit(lanes=lanes, max_beats=-(-max(c.hidden, c.ffn, c.q_dim) // lanes),
                          max_rows=max(c.vocab, c.ffn, c.hidden, c.q_dim))
         norm = RmsNorm(max_length=c.hidden)
         rope = Rope(head_dim=hd, increments=q_model.rope_inc, max_position=c.max_context - 1)
         att = Attention(head_dim=hd, kv_heads=c.kv_heads, layers=len(q_model.layers),
-                        max_context=c.max_context)
+                        max_context=c.max_context, heads=hp)
         swiglu = SwiGlu()
         sampler = ArgmaxSampler(vocab=c.vocab, delimiters=self._delimiters, eos=self._eos)
         m.submodules.mvu, m.submodules.norm, m.submodules.rope = mvu, norm, rope
         m.submodules.att, m.submodules.swiglu, m.submodules.sampler = att, swiglu, sampler
         wiring.connect(m, sampler.token, wiring.flipped(self.sample))
 
+        token = Signal(self.token.payload.shape())
+        running = Signal()
+        m.d.comb += [self.busy.eq(running), self.token.ready.eq(~running)]
+        start_token = self.token.valid & ~running
+
+        # prefetch: three requests per stream, issued as soon as the token is known
+        w_plan, p_plan = sched.fetch_plan(0, keep_logits=True)
+        embed_row, embed_param = regions["embed"], regions["embed_params"]
+        for req, plan, scale, first in (
+                (self.wreq, w_plan, ratio,
+                 (embed_row.start + token.token * sched.embed_row_beats) * ratio),
+                (self.preq, p_plan, 1, embed_param.start + token.token)):
+            sent = Signal(range(4))
+            with m.If(start_token):
+                m.d.sync += sent.eq(0)
+            m.d.comb += req.valid.eq(running & ((sent < 2) | ((sent < 3) & token.keep)))
+            with m.Switch(sent):
+                with m.Case(0):
+                    m.d.comb += [req.payload.addr.eq(first),
+                                 req.payload.count.eq(plan[0].count * scale)]
+                for k in (1, 2):
+                    with m.Case(k):
+                        m.d.comb += [req.payload.addr.eq(plan[k].start * scale),
+                                     req.payload.count.eq(plan[k].count * scale)]
+            with m.If(req.valid & req.ready):
+                m.d.sync += sent.eq(sent + 1)
+
+        # weight path: stream beats -> gearbox -> buffer -> operators
+        beat_layout = data.ArrayLayout(signed(8), lanes)
+        m.submodules.wbuf = wbuf = fifo.SyncFIFOBuffered(width=lanes * 8,
+                                                        depth=self._weight_buffer)
+        if ratio == 1:
+            m.d.comb += [wbuf.w_data.eq(self.wdata.payload), wbuf.w_en.eq(self.wdata.valid),
+                         self.wdata.ready.eq(wbuf.w_rdy)]
+        else:
+            packed = Signal(lanes * 8)
+            part = Signal(range(ratio))
+            full = Signal()
+            m.d.comb += [wbuf.w_data.eq(packed), wbuf.w_en.eq(full),
+                         self.wdata.ready.eq(~full | wbuf.w_rdy)]
+            with m.If(full & wbuf.w_rdy):
+                m.d.sync += full.eq(0)
+            with m.If(self.wdata.valid & self.wdata.ready):
+                m.d.sync += [packed.word_select(part, self._stream_bytes * 8).eq(
+                                 self.wdata.payload),
+                             part.eq(part + 1)]
+                with m.If(equals(part, ratio - 1)):
+                    m.d.sync += [part.eq(0), full.eq(1)]
+        w_valid, w_ready = wbuf.r_rdy, Signal()
+        w_beat = Signal(beat_layout)
+        m.d.comb += [w_beat.eq(wbuf.r_data), wbuf.r_en.eq(w_ready),
+                     self.weight_wait.eq(running & w_ready & ~w_valid),
+                     self.buffer_full.eq(self.wdata.valid & ~self.wdata.ready)]
+
+        m.submodules.pbuf = pbuf = fifo.SyncFIFOBuffered(width=PARAM_LAYOUT.size,
+                                                        depth=self._param_buffer)
+        m.d.comb += [pbuf.w_data.eq(self.pdata.payload), pbuf.w_en.eq(self.pdata.valid),
+                     self.pdata.ready.eq(pbuf.w_rdy)]
+        p_valid, p_ready = pbuf.r_rdy, Signal()
+        param = Signal(PARAM_LAYOUT)
+        m.d.comb += [param.eq(pbuf.r_data), pbuf.r_en.eq(p_ready)]
+
         # scratchpad layout (16-bit words)
         layout, at = {}, 0
         for name, size in (("r", c.hidden), ("h", c.hidden), ("q", c.q_dim), ("k", c.kv_dim),
-                           ("v", c.kv_dim), ("a", c.q_dim), ("g", c.ffn), ("u", c.ffn),
-                           ("x", c.ffn)):
+                           ("v", c.kv_dim), ("a", c.q_dim), ("g", c.ffn), ("x", c.ffn)):
             layout[name] = at
             at += size
         m.submodules.scratch = scratch = memory.Memory(shape=signed(16), depth=at, init=[])
@@ -124,23 +240,19 @@ class DecoderCore(wiring.Component):
         rd1 = scratch.read_port(domain="comb")
         wr = scratch.write_port()
 
-        token = Signal(self.token.payload.shape())
-        running = Signal()
         pc = Signal(range(256))
         phase = Signal(range(8))
         i = Signal(range(max(c.vocab, c.ffn, 256) + 1))
         j = Signal(range(max(c.vocab, c.ffn, 256) + 1))
         lane = Signal(range(lanes + 1))
         head = Signal(range(max(c.heads, 1) + 1))
-        beat = Signal(data.ArrayLayout(signed(8), lanes))
+        beat = Signal(beat_layout)
         row = Signal(data.ArrayLayout(signed(8), hd))
         krow = Signal(data.ArrayLayout(signed(8), hd))
         have = Signal()
-        req_w, req_p = Signal(), Signal()  # requests still to be sent
         p_mult, p_shift = Signal(unsigned(31)), Signal(unsigned(6))
 
-        m.d.comb += [self.busy.eq(running), self.token.ready.eq(~running)]
-        with m.If(self.token.valid & ~running):
+        with m.If(start_token):
             m.d.sync += [token.eq(self.token.payload), running.eq(1), pc.eq(0), phase.eq(0),
                          i.eq(0), j.eq(0), lane.eq(0), head.eq(0), have.eq(0)]
 
@@ -148,43 +260,16 @@ class DecoderCore(wiring.Component):
             m.d.sync += [pc.eq(pc + 1), phase.eq(0), i.eq(0), j.eq(0), lane.eq(0),
                          head.eq(0), have.eq(0)]
 
-        def issue(w_region=None, p_region=None, w_addr=None, p_addr=None):
-            """Phase 0 of an op: send its requests, then phase 1."""
-            with m.If(equals(phase, 0)):
-                m.d.sync += [req_w.eq(w_region is not None), req_p.eq(p_region is not None),
-                             phase.eq(1)]
-            if w_region is not None:
-                m.d.comb += [self.wreq.valid.eq(req_w),
-                             self.wreq.payload.addr.eq(w_addr if w_addr is not None
-                                                       else w_region.start),
-                             self.wreq.payload.count.eq(w_region.count)]
-                with m.If(self.wreq.valid & self.wreq.ready):
-                    m.d.sync += req_w.eq(0)
-            if p_region is not None:
-                m.d.comb += [self.preq.valid.eq(req_p),
-                             self.preq.payload.addr.eq(p_addr if p_addr is not None
-                                                       else p_region.start),
-                             self.preq.payload.count.eq(p_region.count)]
-                with m.If(self.preq.valid & self.preq.ready):
-                    m.d.sync += req_p.eq(0)
-
         def op_embed():
-            embed, params = regions["embed"], regions["embed_params"]
-            row_region = Region("embed_row", "weights", 0, sched.embed_row_beats)
-            param_region = Region("embed_row_param", "params", 0, 1)
-            issue(row_region, param_region,
-                  w_addr=embed.start + token.token * sched.embed_row_beats,
-                  p_addr=params.start + token.token)
-            with m.If(equals(phase, 1)):  # the row's multiplier
-                m.d.comb += self.pdata.ready.eq(1)
-                with m.If(self.pdata.valid):
-                    m.d.sync += [p_mult.eq(self.pdata.payload.mult),
-                                 p_shift.eq(self.pdata.payload.shift), phase.eq(2)]
-            with m.If(equals(phase, 2)):
+            with m.If(equals(phase, 0)):  # the row's multiplier
+                m.d.comb += p_ready.eq(1)
+                with m.If(p_valid):
+                    m.d.sync += [p_mult.eq(param.mult), p_shift.eq(param.shift), phase.eq(1)]
+            with m.If(equals(phase, 1)):
                 with m.If(~have):
-                    m.d.comb += self.wdata.ready.eq(1)
-                    with m.If(self.wdata.valid):
-                        m.d.sync += [beat.eq(self.wdata.payload), have.eq(1), lane.eq(0)]
+                    m.d.comb += w_ready.eq(1)
+                    with m.If(w_valid):
+                        m.d.sync += [beat.eq(w_beat), have.eq(1), lane.eq(0)]
                 with m.Else():
                     element = Signal(signed(8))
                     m.d.comb += element.eq(beat.as_value().word_select(lane, 8).as_signed())
@@ -197,22 +282,21 @@ class DecoderCore(wiring.Component):
                     with m.If(equals(i, c.hidden - 1)):
                         next_op()
 
-        def op_norm(gains, dst):
-            issue(None, gains)
-            with m.If(equals(phase, 1)):
+        def op_norm(dst):
+            with m.If(equals(phase, 0)):
                 m.d.comb += [norm.cmd.valid.eq(1), norm.cmd.payload.length.eq(c.hidden),
                              norm.cmd.payload.eps_q.eq(q_model.eps_q)]
                 with m.If(norm.cmd.ready):
-                    m.d.sync += phase.eq(2)
-            with m.If(equals(phase, 2)):
+                    m.d.sync += phase.eq(1)
+            with m.If(equals(phase, 1)):
                 m.d.comb += [rd0.addr.eq(layout["r"] + i), norm.x.payload.eq(rd0.data),
                              norm.x.valid.eq(i < c.hidden)]
                 with m.If(norm.x.valid & norm.x.ready):
                     m.d.sync += i.eq(i + 1)
-                m.d.comb += [norm.gain.valid.eq(self.pdata.valid),
-                             norm.gain.payload.mult.eq(self.pdata.payload.mult),
-                             norm.gain.payload.shift.eq(self.pdata.payload.shift),
-                             self.pdata.ready.eq(norm.gain.ready),
+                m.d.comb += [norm.gain.valid.eq(p_valid),
+                             norm.gain.payload.mult.eq(param.mult),
+                             norm.gain.payload.shift.eq(param.shift),
+                             p_ready.eq(norm.gain.ready),
                              norm.y.ready.eq(1),
                              wr.addr.eq(layout[dst] + j), wr.data.eq(norm.y.payload.value),
                              wr.en.eq(norm.y.valid)]
@@ -221,42 +305,41 @@ class DecoderCore(wiring.Component):
                     with m.If(norm.y.payload.last):
                         next_op()
 
-        def op_linear(name, src, cols, rows, out_bits, sink):
-            w_region, p_region = regions[name], regions[name + ".params"]
+        def op_linear(src, cols, rows, out_bits, sink, reuse=False):
             beats = -(-cols // lanes)
-            issue(w_region, p_region)
-            with m.If(equals(phase, 1)):
+            with m.If(equals(phase, 0)):
                 m.d.comb += [mvu.cmd.valid.eq(1), mvu.cmd.payload.rows.eq(rows),
                              mvu.cmd.payload.beats.eq(beats),
-                             mvu.cmd.payload.out_bits.eq(out_bits)]
+                             mvu.cmd.payload.out_bits.eq(out_bits),
+                             mvu.cmd.payload.reuse.eq(reuse)]
                 with m.If(mvu.cmd.ready):
-                    m.d.sync += phase.eq(2)
-            with m.If(equals(phase, 2)):  # load the vector, lanes elements a beat
-                with m.If(~have):
-                    m.d.comb += rd0.addr.eq(layout[src] + i)
-                    element = Signal(signed(8))
-                    m.d.comb += element.eq(rd0.data)
-                    with m.If(i >= cols):
-                        m.d.comb += element.eq(0)
-                    m.d.sync += [beat.as_value().word_select(lane, 8).eq(element),
-                                 i.eq(i + 1), lane.eq(lane + 1)]
-                    with m.If(equals(lane, lanes - 1)):
-                        m.d.sync += [have.eq(1), lane.eq(0)]
-                with m.Else():
-                    m.d.comb += [mvu.vec.valid.eq(1), mvu.vec.payload.eq(beat)]
-                    with m.If(mvu.vec.ready):
-                        m.d.sync += have.eq(0)
-                        with m.If(i >= beats * lanes):
-                            m.d.sync += phase.eq(3)
-            with m.If(equals(phase, 3)):
-                m.d.comb += [mvu.weights.valid.eq(self.wdata.valid),
-                             mvu.weights.payload.eq(self.wdata.payload),
-                             self.wdata.ready.eq(mvu.weights.ready),
-                             mvu.rowparam.valid.eq(self.pdata.valid),
-                             mvu.rowparam.payload.bias.eq(self.pdata.payload.value),
-                             mvu.rowparam.payload.mult.eq(self.pdata.payload.mult),
-                             mvu.rowparam.payload.shift.eq(self.pdata.payload.shift),
-                             self.pdata.ready.eq(mvu.rowparam.ready)]
+                    m.d.sync += phase.eq(2 if reuse else 1)
+            if not reuse:
+                with m.If(equals(phase, 1)):  # load the vector, lanes elements a beat
+                    with m.If(~have):
+                        m.d.comb += rd0.addr.eq(layout[src] + i)
+                        element = Signal(signed(8))
+                        m.d.comb += element.eq(rd0.data)
+                        with m.If(i >= cols):
+                            m.d.comb += element.eq(0)
+                        m.d.sync += [beat.as_value().word_select(lane, 8).eq(element),
+                                     i.eq(i + 1), lane.eq(lane + 1)]
+                        with m.If(equals(lane, lanes - 1)):
+                            m.d.sync += [have.eq(1), lane.eq(0)]
+                    with m.Else():
+                        m.d.comb += [mvu.vec.valid.eq(1), mvu.vec.payload.eq(beat)]
+                        with m.If(mvu.vec.ready):
+                            m.d.sync += have.eq(0)
+                            with m.If(i >= beats * lanes):
+                                m.d.sync += phase.eq(2)
+            with m.If(equals(phase, 2)):
+                m.d.comb += [mvu.weights.valid.eq(w_valid), mvu.weights.payload.eq(w_beat),
+                             w_ready.eq(mvu.weights.ready),
+                             mvu.rowparam.valid.eq(p_valid),
+                             mvu.rowparam.payload.bias.eq(param.value),
+                             mvu.rowparam.payload.mult.eq(param.mult),
+                             mvu.rowparam.payload.shift.eq(param.shift),
+                             p_ready.eq(mvu.rowparam.ready)]
                 value, last = mvu.out.payload.value, mvu.out.payload.last
                 if sink == "sample":
                     m.d.comb += [sampler.logits.valid.eq(mvu.out.valid),
@@ -268,6 +351,14 @@ class DecoderCore(wiring.Component):
                     m.d.comb += [rd1.addr.eq(layout["r"] + j), total.eq(rd1.data + value),
                                  mvu.out.ready.eq(1), wr.addr.eq(layout["r"] + j),
                                  wr.data.eq(saturate(m, total, 16)), wr.en.eq(mvu.out.valid)]
+                elif sink == "swiglu":  # x[j] = swiglu(g[j], up[j]) as up[j] leaves
+                    m.d.comb += [rd1.addr.eq(layout["g"] + j),
+                                 swiglu.x.valid.eq(mvu.out.valid),
+                                 swiglu.x.payload.gate.eq(rd1.data[:8]),
+                                 swiglu.x.payload.up.eq(value[:8]),
+                                 mvu.out.ready.eq(swiglu.x.ready), swiglu.y.ready.eq(1),
+                                 wr.addr.eq(layout["x"] + j), wr.data.eq(swiglu.y.payload.value),
+                                 wr.en.eq(swiglu.y.valid)]
                 else:
                     m.d.comb += [mvu.out.ready.eq(1), wr.addr.eq(layout[sink] + j),
                                  wr.data.eq(value), wr.en.eq(mvu.out.valid)]
@@ -319,6 +410,7 @@ class DecoderCore(wiring.Component):
 
         def op_attention(layer):
             ql = q_model.layers[layer]
+            # ``head`` is the job's first query head, ``lane`` counts its query beats sent
             with m.If(equals(phase, 0)):
                 cmd = att.cmd.payload
                 m.d.comb += [att.cmd.valid.eq(1), cmd.layer.eq(layer),
@@ -329,9 +421,9 @@ class DecoderCore(wiring.Component):
                              cmd.out_mult.eq(int(ql.attn_req[0])),
                              cmd.out_shift.eq(int(ql.attn_req[1]))]
                 with m.If(att.cmd.ready):
-                    m.d.sync += [phase.eq(1), i.eq(0), j.eq(0)]
-            with m.If(equals(phase, 1)):  # gather the query head
-                m.d.comb += rd0.addr.eq(layout["q"] + head * hd + i)
+                    m.d.sync += [phase.eq(1), i.eq(0), j.eq(0), lane.eq(0)]
+            with m.If(equals(phase, 1)):  # gather a query head
+                m.d.comb += rd0.addr.eq(layout["q"] + (head + lane) * hd + i)
                 m.d.sync += [row.as_value().word_select(i[:index_bits], 8).eq(rd0.data[:8]),
                              i.eq(i + 1)]
                 with m.If(equals(i, hd - 1)):
@@ -339,70 +431,52 @@ class DecoderCore(wiring.Component):
             with m.If(equals(phase, 2)):
                 m.d.comb += [att.q.valid.eq(1), att.q.payload.eq(row)]
                 with m.If(att.q.ready):
-                    m.d.sync += phase.eq(3)
+                    m.d.sync += [lane.eq(lane + 1), i.eq(0),
+                                 phase.eq(Mux(equals(lane, hp - 1), 3, 1))]
             with m.If(equals(phase, 3)):
                 m.d.comb += [att.out.ready.eq(1), wr.addr.eq(layout["a"] + head * hd + j),
                              wr.data.eq(att.out.payload.value), wr.en.eq(att.out.valid)]
                 with m.If(att.out.valid):
                     m.d.sync += j.eq(j + 1)
                     with m.If(att.out.payload.last):
-                        m.d.sync += [head.eq(head + 1), phase.eq(0)]
-                        with m.If(equals(head, c.heads - 1)):
+                        m.d.sync += [head.eq(head + hp), phase.eq(0)]
+                        with m.If(equals(head, c.heads - hp)):
                             next_op()
 
-        def op_swiglu(layer):
+        def op_silu_table(layer):
             ql = q_model.layers[layer]
-            issue(None, regions[f"layer{layer}.silu"])
-            with m.If(equals(phase, 1)):
-                m.d.comb += [swiglu.params.valid.eq(1),
-                             swiglu.params.payload.mult.eq(int(ql.act_req[0])),
-                             swiglu.params.payload.shift.eq(int(ql.act_req[1]))]
-                m.d.sync += phase.eq(2)
-            with m.If(equals(phase, 2)):  # the SiLU table, 256 parameter beats
-                m.d.comb += [self.pdata.ready.eq(1), swiglu.table.valid.eq(self.pdata.valid),
-                             swiglu.table.payload.addr.eq(i[:8]),
-                             swiglu.table.payload.value.eq(self.pdata.payload.value[:16])]
-                with m.If(self.pdata.valid):
-                    m.d.sync += i.eq(i + 1)
-                    with m.If(equals(i, 255)):
-                        m.d.sync += [i.eq(0), phase.eq(3)]
-            with m.If(equals(phase, 3)):
-                m.d.comb += [rd0.addr.eq(layout["g"] + i), rd1.addr.eq(layout["u"] + i),
-                             swiglu.x.valid.eq(1), swiglu.x.payload.gate.eq(rd0.data[:8]),
-                             swiglu.x.payload.up.eq(rd1.data[:8]),
-                             swiglu.x.payload.last.eq(equals(i, c.ffn - 1)),
-                             swiglu.y.ready.eq(1), wr.addr.eq(layout["x"] + i),
-                             wr.data.eq(swiglu.y.payload.value), wr.en.eq(1)]
+            m.d.comb += [swiglu.params.valid.eq(1),
+                         swiglu.params.payload.mult.eq(int(ql.act_req[0])),
+                         swiglu.params.payload.shift.eq(int(ql.act_req[1])),
+                         p_ready.eq(1), swiglu.table.valid.eq(p_valid),
+                         swiglu.table.payload.addr.eq(i[:8]),
+                         swiglu.table.payload.value.eq(param.value[:16])]
+            with m.If(p_valid):
                 m.d.sync += i.eq(i + 1)
-                with m.If(equals(i, c.ffn - 1)):
+                with m.If(equals(i, 255)):
                     next_op()
 
         ops = [op_embed]
         for layer in range(len(q_model.layers)):
-            p = f"layer{layer}."
             ops += [
-                lambda p=p: op_norm(regions[p + "norm1"], "h"),
-                lambda p=p: op_linear(p + "q_proj", "h", c.hidden, c.q_dim, OutBits.INT8, "q"),
-                lambda p=p: op_linear(p + "k_proj", "h", c.hidden, c.kv_dim, OutBits.INT8, "k"),
-                lambda p=p: op_linear(p + "v_proj", "h", c.hidden, c.kv_dim, OutBits.INT8, "v"),
+                lambda: op_norm("h"),
+                lambda: op_linear("h", c.hidden, c.q_dim, OutBits.INT8, "q"),
+                lambda: op_linear("h", c.hidden, c.kv_dim, OutBits.INT8, "k", reuse=True),
+                lambda: op_linear("h", c.hidden, c.kv_dim, OutBits.INT8, "v", reuse=True),
                 lambda: op_rope("q", c.heads),
                 lambda: op_rope("k", c.kv_heads),
                 lambda layer=layer: op_kv_write(layer),
                 lambda layer=layer: op_attention(layer),
-                lambda p=p: op_linear(p + "o_proj", "a", c.q_dim, c.hidden, OutBits.INT16,
-                                      "add"),
-                lambda p=p: op_norm(regions[p + "norm2"], "h"),
-                lambda p=p: op_linear(p + "gate_proj", "h", c.hidden, c.ffn, OutBits.INT8,
-                                      "g"),
-                lambda p=p: op_linear(p + "up_proj", "h", c.hidden, c.ffn, OutBits.INT8, "u"),
-                lambda layer=layer: op_swiglu(layer),
-                lambda p=p: op_linear(p + "down_proj", "x", c.ffn, c.hidden, OutBits.INT16,
-                                      "add"),
+                lambda: op_linear("a", c.q_dim, c.hidden, OutBits.INT16, "add"),
+                lambda: op_norm("h"),
+                lambda: op_linear("h", c.hidden, c.ffn, OutBits.INT8, "g"),
+                lambda layer=layer: op_silu_table(layer),
+                lambda: op_linear("h", c.hidden, c.ffn, OutBits.INT8, "swiglu", reuse=True),
+                lambda: op_linear("x", c.ffn, c.hidden, OutBits.INT16, "add"),
             ]
-        ops.append(lambda: op_norm(regions["final_norm"], "h"))
+        ops.append(lambda: op_norm("h"))
         lm_head_op = len(ops)
-        ops.append(lambda: op_linear("lm_head", "h", c.hidden, c.vocab, OutBits.INT32,
-                                     "sample"))
+        ops.append(lambda: op_linear("h", c.hidden, c.vocab, OutBits.INT32, "sample"))
 
         with m.If(running), m.Switch(pc):
             for k, op in enumerate(ops):

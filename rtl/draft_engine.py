@@ -35,6 +35,9 @@ class DraftEngine(wiring.Component):
     model : QuantizedModel
     lanes : int
         MACs per cycle of the matrix-vector unit.
+    stream_bytes, weight_buffer, param_buffer, heads_parallel : int
+        Weight-stream width, prefetch buffer depths and query heads per attention job (see
+        :class:`~heteroreason.rtl.decoder_core.DecoderCore`).
     capacity : int
         KV-cache capacity in tokens (at most the model's maximum context).
     delimiters, eos
@@ -49,13 +52,15 @@ class DraftEngine(wiring.Component):
         The memory ports of the decoder core.
     mode, error, bad_token
         Status.
-    tokens, busy_cycles, weight_wait_cycles, stall_cycles : Out(32)
-        Cycle counters (tokens processed; cycles the core was busy; cycles the core waited for
-        a weight beat; cycles drafting was stalled waiting for a verdict).
+    tokens, busy_cycles, weight_wait_cycles, buffer_full_cycles, stall_cycles : Out(32)
+        Counters: tokens processed; cycles the core was busy; cycles an operator waited for a
+        weight beat (memory-bound); cycles the weight stream was held back by a full prefetch
+        buffer (compute-bound); cycles drafting was stalled waiting for a verdict.
     """
 
     def __init__(self, *, model: QuantizedModel, lanes: int, capacity: int, delimiters=(),
-                 eos=0):
+                 eos=0, stream_bytes: int | None = None, weight_buffer: int = 1024,
+                 param_buffer: int = 256, heads_parallel: int = 1):
         if not isinstance(model, QuantizedModel):
             raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
         c = model.config
@@ -63,7 +68,9 @@ class DraftEngine(wiring.Component):
                 not 0 < capacity <= c.max_context:
             raise ValueError(f"capacity must be an integer in [1, {c.max_context}] (the model's "
                              f"maximum context), not {capacity!r}")
-        self._core = DecoderCore(model=model, lanes=lanes, delimiters=delimiters, eos=eos)
+        self._core = DecoderCore(model=model, lanes=lanes, stream_bytes=stream_bytes,
+                                 weight_buffer=weight_buffer, param_buffer=param_buffer,
+                                 heads_parallel=heads_parallel, delimiters=delimiters, eos=eos)
         self._token_width = max(1, (c.vocab - 1).bit_length())
         self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)
         self._vocab = c.vocab
@@ -85,6 +92,7 @@ class DraftEngine(wiring.Component):
             "tokens": Out(32),
             "busy_cycles": Out(32),
             "weight_wait_cycles": Out(32),
+            "buffer_full_cycles": Out(32),
             "stall_cycles": Out(32),
         })
 
@@ -139,15 +147,18 @@ class DraftEngine(wiring.Component):
         with m.If(front.decoder.valid & front.decoder.ready & ~in_vocab):
             m.d.sync += bad_token.eq(1)
 
-        tokens, busy, wait, stall = (Signal(32) for _ in range(4))
+        tokens, busy, wait, full, stall = (Signal(32) for _ in range(5))
         m.d.comb += [self.tokens.eq(tokens), self.busy_cycles.eq(busy),
-                     self.weight_wait_cycles.eq(wait), self.stall_cycles.eq(stall)]
+                     self.weight_wait_cycles.eq(wait), self.buffer_full_cycles.eq(full),
+                     self.stall_cycles.eq(stall)]
         with m.If(core.token.valid & core.token.ready):
             m.d.sync += tokens.eq(tokens + 1)
         with m.If(core.busy):
             m.d.sync += busy.eq(busy + 1)
-        with m.If(core.wdata.ready & ~core.wdata.valid):
+        with m.If(core.weight_wait):
             m.d.sync += wait.eq(wait + 1)
+        with m.If(core.buffer_full):
+            m.d.sync += full.eq(full + 1)
         with m.If(front.stalled):
             m.d.sync += stall.eq(stall + 1)
         return m

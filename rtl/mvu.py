@@ -25,8 +25,9 @@ class MatVecUnit(wiring.Component):
     operator; the weights arrive in the order of
     :func:`heteroreason.model.weight_schedule.linear_schedule`.
 
-    A job starts with a ``cmd`` beat (rows, beats per row, output width); the unit then takes
-    ``beats`` beats of the input vector on ``vec`` into its buffer, and for every row one
+    A job starts with a ``cmd`` beat (rows, beats per row, output width, ``reuse``); unless
+    ``reuse`` is set (keep the previous job's vector), the unit then takes ``beats`` beats of the
+    input vector on ``vec`` into its buffer, and for every row one
     ``rowparam`` beat and ``beats`` weight beats, and emits one result on ``out`` per row (``last``
     on the job's final row). Weight beat ``b`` of a row meets vector beat ``b``; zero-padded
     weights make the padding of the vector irrelevant.
@@ -42,7 +43,7 @@ class MatVecUnit(wiring.Component):
 
     Members
     -------
-    cmd : In(stream.Signature(StructLayout rows, beats, out_bits))
+    cmd : In(stream.Signature(StructLayout rows, beats, out_bits, reuse))
     vec : In(stream.Signature(ArrayLayout(signed(8), lanes)))
     weights : In(stream.Signature(ArrayLayout(signed(8), lanes)))
     rowparam : In(stream.Signature(StructLayout bias int32, mult unsigned(31), shift unsigned(6)))
@@ -73,7 +74,7 @@ class MatVecUnit(wiring.Component):
         super().__init__({
             "cmd": In(stream.Signature(data.StructLayout({
                 "rows": range(max_rows + 1), "beats": range(max_beats + 1),
-                "out_bits": OutBits}))),
+                "out_bits": OutBits, "reuse": 1}))),
             "vec": In(stream.Signature(vector)),
             "weights": In(stream.Signature(vector)),
             "rowparam": In(stream.Signature(data.StructLayout({
@@ -156,7 +157,11 @@ class MatVecUnit(wiring.Component):
                         out_bits.eq(self.cmd.payload.out_bits), beat.eq(0), row.eq(0),
                     ]
                     with m.If(~is_zero(self.cmd.payload.rows) & ~is_zero(self.cmd.payload.beats)):
-                        m.next = "LOAD"
+                        with m.If(self.cmd.payload.reuse):
+                            m.d.sync += have_param.eq(0)
+                            m.next = "RUN"
+                        with m.Else():
+                            m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.comb += [
                     self.busy.eq(1), self.vec.ready.eq(1),

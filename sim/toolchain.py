@@ -87,6 +87,10 @@ def simulator_env(bin_dir: Path) -> dict[str, str]:
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     if shutil.which("ccache"):
         env["OBJCACHE"] = "ccache"
+    # the PyPI wheel's verilated.mk leaves the read-a-precompiled-header flag empty, so models
+    # big enough to be split into several files (which use the precompiled header) fail to
+    # compile; a command-line definition through MAKEFLAGS overrides it
+    env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
     return env
 
 

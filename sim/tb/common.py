@@ -9,7 +9,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-__all__ = ["TbBase", "param", "seeded_rng"]
+__all__ = ["TbBase", "param", "param_text", "seeded_rng"]
 
 
 def param(name: str) -> int:
@@ -19,6 +19,14 @@ def param(name: str) -> int:
         return int(os.environ[key])
     except KeyError:
         raise RuntimeError(f"{key} is not set: run this testbench through run_cocotb()") from None
+
+
+def param_text(name: str) -> str:
+    """A string parameter (a preset name) handed over like :func:`param`."""
+    key = f"HR_PARAM_{name.upper()}"
+    if key not in os.environ:
+        raise RuntimeError(f"{key} is not set: run this testbench through run_cocotb()")
+    return os.environ[key]
 
 
 def seeded_rng(salt: str) -> tuple[int, random.Random]:

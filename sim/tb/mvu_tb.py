@@ -38,6 +38,7 @@ class MvuTB(TbBase):
         self.out = StreamSink(dut, "out", layout["out"], rng=rng, backpressure=backpressure)
         self.expected: deque[tuple[int, int]] = deque()
         self.matched = 0
+        self.last_vector = None
 
     def idle_inputs(self):
         for source in (self.cmd, self.vec, self.weights, self.rowparam):
@@ -61,17 +62,24 @@ class MvuTB(TbBase):
     def queue_job(self):
         rng = self.np_rng
         rows = int(rng.integers(1, self.max_rows + 1))
-        cols = int(rng.integers(1, self.max_beats * self.lanes + 1))
+        reuse = self.last_vector is not None and rng.random() < 0.3
+        if reuse:  # the unit keeps its buffer: a job on the previous vector sends none
+            x = self.last_vector
+            cols = x.size
+        else:
+            cols = int(rng.integers(1, self.max_beats * self.lanes + 1))
+            x = rng.integers(-128, 128, cols)
+        self.last_vector = x
         w = rng.integers(-127, 128, (rows, cols))
-        x = rng.integers(-128, 128, cols)
         bias = rng.integers(-2**20, 2**20, rows)
         mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows)))
         out_bits = OutBits(int(rng.integers(0, 3)))
         sched = linear_schedule(w, lanes=self.lanes, bias=bias, multiplier=mult, shift=shift)
-        self.cmd.send(rows=rows, beats=sched.beats_per_row, out_bits=out_bits.value)
+        self.cmd.send(rows=rows, beats=sched.beats_per_row, out_bits=out_bits.value,
+                      reuse=int(reuse))
         padded = np.zeros(sched.beats_per_row * self.lanes, dtype=np.int64)
         padded[:cols] = x
-        for b in range(sched.beats_per_row):
+        for b in range(0 if reuse else sched.beats_per_row):
             self.vec.queue.append(dict(enumerate(int(v) for v in
                                                  padded[b * self.lanes:(b + 1) * self.lanes])))
         for r in range(rows):

@@ -20,10 +20,16 @@ __all__ = ["Payload", "StreamSink", "StreamSource"]
 
 class Payload:
     """Packs and unpacks the fields of an Amaranth ``StructLayout`` or ``ArrayLayout`` (keys are
-    field names or element indices) as plain ints, signed fields in two's complement."""
+    field names or element indices) as plain ints, signed fields in two's complement; a plain
+    shape is one field named ``""``."""
 
     def __init__(self, layout: data.Layout):
         self.fields = {}
+        if not isinstance(layout, data.Layout):
+            shape = Shape.cast(layout)
+            self.fields[""] = (0, shape.width, shape.signed)
+            self.width = shape.width
+            return
         for name, field in layout:
             shape = Shape.cast(field.shape)
             self.fields[name] = (field.offset, shape.width, shape.signed)

@@ -12,8 +12,8 @@ from heteroreason.model.qwen2_int8 import attend, quant_multiplier
 from heteroreason.rtl.attention import Attention
 
 
-@pytest.mark.parametrize("seed, head_dim", [(1, 8), (2, 16)])
-def test_queries_against_the_reference(seed, head_dim):
+@pytest.mark.parametrize("seed, head_dim, heads", [(1, 8, 1), (2, 16, 1), (3, 8, 3), (4, 16, 2)])
+def test_queries_against_the_reference(seed, head_dim, heads):
     layers, kv_heads, max_context = 2, 2, 48
     rng = np.random.default_rng(seed)
     gaps = random.Random(seed)
@@ -23,16 +23,16 @@ def test_queries_against_the_reference(seed, head_dim):
     for _ in range(30):
         layer, kv, length = int(rng.integers(layers)), int(rng.integers(kv_heads)), \
             int(rng.integers(1, max_context + 1))
-        q = rng.integers(-128, 128, head_dim)
+        q = rng.integers(-128, 128, (heads, head_dim))
         s_qk = float(rng.uniform(0.0005, 0.02))
         exp_req = quant_multiplier(s_qk / math.sqrt(head_dim) * 32)
         attn_req = quant_multiplier(float(rng.uniform(0.005, 0.05)) / 2**16 / 0.01)
-        expected = attend(q[None, None], keys[layer, kv, :length][:, None],
-                          values[layer, kv, :length][:, None], np.ones((1, length), bool),
-                          exp_req, attn_req)[0, 0]
+        expected = attend(q[None], np.repeat(keys[layer, kv, :length][:, None], heads, 1),
+                          np.repeat(values[layer, kv, :length][:, None], heads, 1),
+                          np.ones((1, length), bool), exp_req, attn_req)[0].ravel()
         cases.append((layer, kv, length, q, exp_req, attn_req, expected))
     dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
-                    max_context=max_context)
+                    max_context=max_context, heads=heads)
     got = []
 
     async def driver(ctx):
@@ -62,13 +62,16 @@ def test_queries_against_the_reference(seed, head_dim):
             ctx.set(dut.cmd.valid, 0)
             while gaps.random() < 0.3:
                 await ctx.tick()
-            ctx.set(dut.q.payload, [int(v) for v in q])
-            ctx.set(dut.q.valid, 1)
-            await ctx.tick().until(dut.q.ready)
-            ctx.set(dut.q.valid, 0)
+            for head in q:
+                ctx.set(dut.q.payload, [int(v) for v in head])
+                ctx.set(dut.q.valid, 1)
+                await ctx.tick().until(dut.q.ready)
+                ctx.set(dut.q.valid, 0)
+                while gaps.random() < 0.3:
+                    await ctx.tick()
 
     async def monitor(ctx):
-        total = len(cases) * head_dim
+        total = len(cases) * heads * head_dim
         while len(got) < total:
             ctx.set(dut.out.ready, int(gaps.random() >= 0.3))
             _, _, valid, ready, value = await ctx.tick().sample(
@@ -80,7 +83,7 @@ def test_queries_against_the_reference(seed, head_dim):
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
-    sim.run_until(1e-8 * 60_000)
+    sim.run_until(1e-8 * 60_000 * heads)
     expected = [int(v) for *_, e in cases for v in e]
     assert got == expected, f"seed={seed}"
     assert len(set(expected)) > 10, "outputs are not degenerate"
@@ -91,3 +94,5 @@ def test_parameters_are_validated():
         Attention(head_dim=8, kv_heads=1, layers=1, max_context=70000)
     with pytest.raises(TypeError, match="head_dim must be a positive integer"):
         Attention(head_dim=0, kv_heads=1, layers=1, max_context=8)
+    with pytest.raises(TypeError, match="heads must be a positive integer, not 0"):
+        Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, heads=0)

@@ -15,15 +15,11 @@ from heteroreason.rtl.decoder_core import DecoderCore
 from heteroreason.sim.hbm_model import hbm_processes
 
 
-def hbm(core, gaps: random.Random, stall: float, schedule=None):
-    return hbm_processes(core, schedule if schedule is not None else core.schedule, rng=gaps,
-                         stall=stall)
-
-
-def run_core(model, lanes, stall, schedule, *, seed):
+def run_core(model, lanes, stall, schedule, *, seed, latency=0, **options):
     """Feed ``schedule`` — (token, pos, keep) for host tokens, or ``"draft"`` to feed back the
-    last sample at the next position — and return the sampled tokens."""
-    core = DecoderCore(model=model, lanes=lanes, delimiters=(16,), eos=1)
+    last sample at the next position — and return the sampled tokens. ``options`` go to the
+    core (stream width, buffer depths, heads in parallel)."""
+    core = DecoderCore(model=model, lanes=lanes, delimiters=(16,), eos=1, **options)
     gaps = random.Random(seed)
     got = []
 
@@ -55,7 +51,8 @@ def run_core(model, lanes, stall, schedule, *, seed):
 
     sim = Simulator(core)
     sim.add_clock(1e-8)
-    w_server, p_server = hbm(core, gaps, stall)
+    w_server, p_server = hbm_processes(core, core.schedule, rng=gaps, stall=stall,
+                                       stream_bytes=core.stream_bytes, latency=latency)
     sim.add_process(w_server)
     sim.add_process(p_server)
     sim.add_testbench(host)
@@ -82,7 +79,7 @@ def greedy_continuation(model, prompt, count):
 def test_ingest_then_draft(tiny_model):
     prompt = [5, 77]
     schedule = [(5, 0, 0), (77, 1, 1), "draft"]
-    got = run_core(tiny_model, 8, 0.2, schedule, seed=1)
+    got = run_core(tiny_model, 8, 0.2, schedule, seed=1, latency=3)
     assert got == greedy_continuation(tiny_model, prompt, 2)
 
 
@@ -90,7 +87,8 @@ def test_ingest_then_draft(tiny_model):
 def test_longer_prompt_with_stalls_at_16_lanes(tiny_model):
     prompt = [5, 77, 130, 9]
     schedule = [(t, p, int(p == 3)) for p, t in enumerate(prompt)] + ["draft", "draft"]
-    got = run_core(tiny_model, 16, 0.3, schedule, seed=2)
+    got = run_core(tiny_model, 16, 0.3, schedule, seed=2, latency=20, stream_bytes=4,
+                   heads_parallel=2, weight_buffer=16, param_buffer=8)
     assert got == greedy_continuation(tiny_model, prompt, 3)
 
 
@@ -99,7 +97,8 @@ def test_reject_rollback_then_shadow_ingest(tiny_model):
     """Draft two tokens, then the KVMU rolls back to position 2 and the host's (target's)
     tokens overwrite the KV cache there; drafting resumes on the corrected context."""
     schedule = [(5, 0, 0), (77, 1, 1), "draft", (200, 2, 0), (31, 3, 1), "draft"]
-    got = run_core(tiny_model, 8, 0.0, schedule, seed=3)
+    got = run_core(tiny_model, 8, 0.0, schedule, seed=3, latency=5, stream_bytes=2,
+                   heads_parallel=2)
     first = greedy_continuation(tiny_model, [5, 77], 2)
     resumed = greedy_continuation(tiny_model, [5, 77, 200, 31], 2)
     assert got == first + resumed

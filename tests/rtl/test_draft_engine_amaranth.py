@@ -17,7 +17,9 @@ from heteroreason.model.qwen2_int8 import calibrate, quantize
 from heteroreason.rtl.draft_engine import DraftEngine
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_decoder_core_amaranth import greedy_continuation, hbm
+from test_decoder_core_amaranth import greedy_continuation
+
+from heteroreason.sim.hbm_model import hbm_processes
 
 
 @pytest.mark.slow
@@ -27,7 +29,8 @@ def test_draft_reject_refine_resume():
     first = greedy_continuation(model, [5, 77], 3)
     resumed = greedy_continuation(model, [5, 77, 200, 31], 1)  # no stale token may precede it
     # the first drafted token is declared a step delimiter: the step [2, 3) is submitted
-    engine = DraftEngine(model=model, lanes=16, capacity=64, delimiters=(first[0],), eos=1)
+    engine = DraftEngine(model=model, lanes=16, capacity=64, delimiters=(first[0],), eos=1,
+                         stream_bytes=8, heads_parallel=2, weight_buffer=128)
     core = engine.core
     drafted, spans, status = [], [], {}
 
@@ -74,7 +77,8 @@ def test_draft_reject_refine_resume():
 
     sim = Simulator(engine)
     sim.add_clock(1e-8)
-    w_server, p_server = hbm(engine, random.Random(5), 0.1, core.schedule)
+    w_server, p_server = hbm_processes(engine, core.schedule, rng=random.Random(5), stall=0.1,
+                                       stream_bytes=8, latency=10)
     sim.add_process(w_server)
     sim.add_process(p_server)
     sim.add_process(monitor)

@@ -14,11 +14,12 @@ from heteroreason.rtl.mvu import MatVecUnit, OutBits
 BITS = {OutBits.INT8: 8, OutBits.INT16: 16, OutBits.INT32: 32}
 
 
-def random_job(rng: np.random.Generator, lanes: int, max_cols: int, max_rows: int):
+def random_job(rng: np.random.Generator, lanes: int, max_cols: int, max_rows: int, x=None):
+    """A random job; with ``x`` given, one on that vector (the unit may reuse its buffer)."""
     rows = int(rng.integers(1, max_rows + 1))
-    cols = int(rng.integers(1, max_cols + 1))
+    cols = int(rng.integers(1, max_cols + 1)) if x is None else x.size
     w = rng.integers(-127, 128, (rows, cols))
-    x = rng.integers(-128, 128, cols)
+    x = rng.integers(-128, 128, cols) if x is None else x
     bias = rng.integers(-2**20, 2**20, rows)
     factor = np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows))
     mult, shift = quant_multiplier(factor)
@@ -28,26 +29,38 @@ def random_job(rng: np.random.Generator, lanes: int, max_cols: int, max_rows: in
     return sched, x, out_bits, expected
 
 
+def random_jobs(rng, lanes, max_cols, max_rows, count):
+    """``count`` jobs, about a third of them reusing the previous job's vector."""
+    jobs, reuse = [], []
+    for _ in range(count):
+        again = bool(jobs) and rng.random() < 0.35
+        jobs.append(random_job(rng, lanes, max_cols, max_rows, jobs[-1][1] if again else None))
+        reuse.append(again)
+    assert 5 < sum(reuse) < count - 5
+    return jobs, reuse
+
+
 @pytest.mark.parametrize("lanes, seed", [(4, 1), (8, 2), (16, 3)])
 def test_random_jobs_match_the_reference(lanes, seed):
     max_cols, max_rows = 40, 12
     dut = MatVecUnit(lanes=lanes, max_beats=-(-max_cols // lanes), max_rows=max_rows)
     rng = np.random.default_rng(seed)
     stall = random.Random(seed)
-    jobs = [random_job(rng, lanes, max_cols, max_rows) for _ in range(40)]
+    jobs, reuse = random_jobs(rng, lanes, max_cols, max_rows, 40)
     results = []
 
     async def driver(ctx):
-        for sched, x, out_bits, _ in jobs:
+        for (sched, x, out_bits, _), again in zip(jobs, reuse, strict=True):
             ctx.set(dut.cmd.payload.rows, sched.rows)
             ctx.set(dut.cmd.payload.beats, sched.beats_per_row)
             ctx.set(dut.cmd.payload.out_bits, out_bits)
+            ctx.set(dut.cmd.payload.reuse, again)
             ctx.set(dut.cmd.valid, 1)
             await ctx.tick().until(dut.cmd.ready)
             ctx.set(dut.cmd.valid, 0)
             padded = np.zeros(sched.beats_per_row * lanes, dtype=np.int64)
             padded[:x.size] = x
-            for b in range(sched.beats_per_row):
+            for b in range(0 if again else sched.beats_per_row):
                 ctx.set(dut.vec.payload, [int(v) for v in padded[b * lanes:(b + 1) * lanes]])
                 ctx.set(dut.vec.valid, 1)
                 await ctx.tick().until(dut.vec.ready)

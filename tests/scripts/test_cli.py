@@ -114,8 +114,15 @@ def test_run_brsd(tmp_path):
 
 
 def test_bench_decoder_reports_utilization():
-    proc = run("bench_decoder.py", "--lanes", "8", "--context", "3")
+    proc = run("bench_decoder.py", "--config", "tiny", "--context", "3", "40")
     assert proc.returncode == 0, proc.stderr
     assert "utilization %" in proc.stdout and "test-tiny" in proc.stdout
-    proc = run("bench_decoder.py", "--context", "9999")
-    assert proc.returncode == 2 and "--context must be in [0, 512)" in proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["tiny"]]
+    assert [int(r[4]) for r in rows] == [3, 40]
+    cycles, ideal = int(rows[1][5]), int(rows[1][6])
+    assert ideal < cycles < 2 * ideal
+    proc = run("bench_decoder.py", "--config", "tiny", "--context", "9999")
+    assert proc.returncode == 2 and "--context must be in [0, 512) for config tiny" in \
+        proc.stderr
+    proc = run("bench_decoder.py", "--latency", "-1")
+    assert proc.returncode == 2 and "--latency must be a non-negative integer" in proc.stderr

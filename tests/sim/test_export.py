@@ -55,7 +55,19 @@ def test_parse_params_defaults_and_errors():
 
 @pytest.mark.parametrize("args, message", [
     (["--top", "nope"],
-     "unknown top 'nope'; choose one of draft_engine, input_mux, kv_frontend, kvmu, mvu"),
+     "unknown top 'nope'; choose one of attention, decoder_core, draft_engine, input_mux, "
+     "kv_frontend, kvmu, mvu, rmsnorm, rope, sampler, swiglu"),
+    (["--top", "draft_engine", "--preset", "qwen9"], "unknown preset 'qwen9'"),
+    (["--top", "draft_engine", "--macs-per-cycle", "12"],
+     "lanes (12) must divide the hidden size (64)"),
+    (["--top", "draft_engine", "--stream-bytes", "3"],
+     "stream_bytes must be a positive divisor of lanes (8), not 3"),
+    (["--top", "draft_engine", "--preset", "test-small", "--heads-parallel", "3"],
+     "heads_parallel (3) must divide the query heads per KV head (4)"),
+    (["--top", "draft_engine", "--capacity", "4096"],
+     "capacity must be an integer in [1, 512]"),
+    (["--top", "kvmu", "--preset", "test-tiny"],
+     "unknown parameter 'preset' for top 'kvmu'"),
     (["--top", "kvmu", "--param", "capacity=0"],
      "capacity must be a positive integer, not 0"),
     (["--top", "kvmu", "--param", "depth=3"],
