@@ -9,10 +9,23 @@ from heteroreason.model.qwen2_int8 import EXP
 from heteroreason.rtl.arith import requantize
 from heteroreason.rtl.compare import equals
 
-__all__ = ["Attention"]
+__all__ = ["Attention", "kv_memory_ports"]
 
 _IDLE, _SCORE, _EXP, _DIVIDE, _ACCUMULATE, _EMIT = range(6)
 _SUM_BITS = 32  # sum of up to 2**16 exp values of at most 2**15
+
+
+def kv_memory_ports(*, head_dim: int, rows: int, max_context: int) -> dict:
+    """The members of an external KV cache's ports (see :class:`Attention`)."""
+    row = data.ArrayLayout(signed(8), head_dim)
+    request = stream.Signature(data.StructLayout({
+        "addr": range(rows), "count": range(1, max_context + 1)}))
+    return {
+        "kv_store": Out(stream.Signature(data.StructLayout({
+            "addr": range(rows), "k": row, "v": row}))),
+        "k_req": Out(request), "v_req": Out(request),
+        "k_rows": In(stream.Signature(row)), "v_rows": In(stream.Signature(row)),
+    }
 
 
 class Attention(wiring.Component):
@@ -20,19 +33,26 @@ class Attention(wiring.Component):
     (:mod:`heteroreason.model.qwen2_int8`, *Attention scores and softmax*).
 
     The KV cache of every layer and KV head lives in on-chip memory, written through
-    ``kv_write`` (one K and one V row per beat). A ``cmd`` beat names the layer, KV head,
-    attention length ``T`` and the job's multipliers; ``heads`` beats on ``q`` bring the rotated
-    query heads. For all heads at once the unit computes the ``T`` scores (``heads`` dot products
-    of ``head_dim`` a cycle, one cache row read), their table exponentials and sums, the rows'
-    reciprocals by restoring dividers, the probability-weighted sums of the values
-    (``heads * head_dim`` accumulators, one cache row a cycle), and emits ``heads * head_dim``
-    int8 outputs, head by head (``last`` on the job's final one).
+    ``kv_write`` (one K and one V row per beat); with ``external_kv`` it lives in memory outside
+    instead: ``kv_write`` beats leave on ``kv_store`` with their row address, and a job requests
+    its ``T`` key rows on ``k_req`` and value rows on ``v_req`` as it starts (both at once, so
+    the values arrive while the scores are computed) and takes them on ``k_rows``/``v_rows``.
+
+    A ``cmd`` beat names the layer, KV head, attention length ``T`` and the job's multipliers;
+    ``heads`` beats on ``q`` bring the rotated query heads. For all heads at once the unit
+    computes the ``T`` scores (``heads`` dot products of ``head_dim`` a cycle, one cache row
+    read), their table exponentials and sums, the rows' reciprocals by restoring dividers, the
+    probability-weighted sums of the values (``heads * head_dim`` accumulators, one cache row a
+    cycle), and emits ``heads * head_dim`` int8 outputs, head by head (``last`` on the job's
+    final one).
 
     Parameters
     ----------
     head_dim, kv_heads, layers, max_context : int
     heads : int
         Query heads per job (grouped-query attention: heads that share the KV head).
+    external_kv : bool
+        Keep the KV cache behind the memory ports instead of on chip.
 
     Members
     -------
@@ -40,6 +60,11 @@ class Attention(wiring.Component):
     cmd : In(stream.Signature(layer, kv_head, length, exp_mult, exp_shift, out_mult, out_shift))
     q : In(stream.Signature(ArrayLayout(signed(8), head_dim)))
     out : Out(stream.Signature(StructLayout value signed(8), last))
+    kv_store : Out(stream.Signature(StructLayout addr, k, v))
+        Only with ``external_kv``; row ``(layer * kv_heads + kv_head) * max_context + pos``.
+    k_req, v_req : Out(stream.Signature(StructLayout addr, count))
+    k_rows, v_rows : In(stream.Signature(ArrayLayout(signed(8), head_dim)))
+        Only with ``external_kv``.
 
     Latency
     -------
@@ -51,7 +76,7 @@ class Attention(wiring.Component):
     ``heads * head_dim`` MACs a cycle in the score and weighted-sum passes.
     """
 
-    def __init__(self, *, head_dim, kv_heads, layers, max_context, heads=1):
+    def __init__(self, *, head_dim, kv_heads, layers, max_context, heads=1, external_kv=False):
         for name, value in (("head_dim", head_dim), ("kv_heads", kv_heads), ("layers", layers),
                             ("max_context", max_context), ("heads", heads)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -63,8 +88,12 @@ class Attention(wiring.Component):
         self._layers = layers
         self._max_context = max_context
         self._heads = heads
+        self._external_kv = bool(external_kv)
         row = data.ArrayLayout(signed(8), head_dim)
-        super().__init__({
+        rows = layers * kv_heads * max_context
+        ports = kv_memory_ports(head_dim=head_dim, rows=rows, max_context=max_context) if \
+            external_kv else {}
+        super().__init__(ports | {
             "kv_write": In(stream.Signature(data.StructLayout({
                 "layer": range(layers), "kv_head": range(kv_heads), "pos": range(max_context),
                 "k": row, "v": row}))),
@@ -81,20 +110,23 @@ class Attention(wiring.Component):
     def heads(self):
         return self._heads
 
+    @property
+    def external_kv(self):
+        return self._external_kv
+
     def elaborate(self, platform):
         m = Module()
         hd, nh = self._head_dim, self._heads
         rows = self._layers * self._kv_heads * self._max_context
         row = data.ArrayLayout(signed(8), hd)
-        m.submodules.keys = keys = memory.Memory(shape=row, depth=rows, init=[])
-        m.submodules.values = values = memory.Memory(shape=row, depth=rows, init=[])
+        external = self._external_kv
         m.submodules.scores = scores = memory.Memory(
             shape=data.ArrayLayout(signed(32), nh), depth=self._max_context, init=[])
         m.submodules.exp = exp_rom = memory.Memory(shape=unsigned(16), depth=256,
                                                    init=[int(v) for v in EXP])
-        k_wr, v_wr = keys.write_port(), values.write_port()
-        k_rd, v_rd = keys.read_port(domain="comb"), values.read_port(domain="comb")
-        s_wr, s_rd = scores.write_port(), scores.read_port(domain="comb")
+        # synchronous reads (block RAM): each pass reads one row ahead of the one it uses
+        s_wr = scores.write_port()
+        s_rd = scores.read_port(transparent_for=(s_wr,))
         e_rds = [exp_rom.read_port(domain="comb") for _ in range(nh)]
 
         def base(layer, kv_head):
@@ -104,12 +136,29 @@ class Attention(wiring.Component):
         state = Signal(range(6))
         idle = equals(state, _IDLE)
         w = self.kv_write.payload
-        m.d.comb += [
-            self.kv_write.ready.eq(idle),
-            k_wr.addr.eq(base(w.layer, w.kv_head) + w.pos), k_wr.data.eq(w.k),
-            v_wr.addr.eq(base(w.layer, w.kv_head) + w.pos), v_wr.data.eq(w.v),
-            k_wr.en.eq(self.kv_write.valid & idle), v_wr.en.eq(self.kv_write.valid & idle),
-        ]
+        key_row, value_row = Signal(row), Signal(row)  # the cache rows at start + t
+        if external:
+            m.d.comb += [
+                self.kv_store.valid.eq(self.kv_write.valid & idle),
+                self.kv_store.payload.addr.eq(base(w.layer, w.kv_head) + w.pos),
+                self.kv_store.payload.k.eq(w.k), self.kv_store.payload.v.eq(w.v),
+                self.kv_write.ready.eq(idle & self.kv_store.ready),
+                key_row.eq(self.k_rows.payload), value_row.eq(self.v_rows.payload),
+            ]
+            key_valid, value_valid = self.k_rows.valid, self.v_rows.valid
+        else:
+            m.submodules.keys = keys = memory.Memory(shape=row, depth=rows, init=[])
+            m.submodules.values = values = memory.Memory(shape=row, depth=rows, init=[])
+            k_wr, v_wr = keys.write_port(), values.write_port()
+            k_rd, v_rd = keys.read_port(), values.read_port()
+            m.d.comb += [
+                self.kv_write.ready.eq(idle),
+                k_wr.addr.eq(base(w.layer, w.kv_head) + w.pos), k_wr.data.eq(w.k),
+                v_wr.addr.eq(base(w.layer, w.kv_head) + w.pos), v_wr.data.eq(w.v),
+                k_wr.en.eq(self.kv_write.valid & idle), v_wr.en.eq(self.kv_write.valid & idle),
+                key_row.eq(k_rd.data), value_row.eq(v_rd.data),
+            ]
+            key_valid = value_valid = 1
 
         job = Signal(self.cmd.payload.shape())
         query = Signal(data.ArrayLayout(row, nh))
@@ -123,8 +172,9 @@ class Attention(wiring.Component):
         acc = Signal(data.ArrayLayout(signed(32), nh * hd))
         d = Signal(range(nh * hd + 1))
         start = Signal(range(rows + 1))
-        m.d.comb += [k_rd.addr.eq(start + t), v_rd.addr.eq(start + t), s_rd.addr.eq(t),
-                     s_wr.addr.eq(t)]
+        m.d.comb += s_wr.addr.eq(t)
+        if not external:  # row 0 of the job unless a pass is under way
+            m.d.comb += [k_rd.addr.eq(start), v_rd.addr.eq(start)]
         last_row = t == job.length - 1
 
         with m.If(idle):
@@ -134,6 +184,16 @@ class Attention(wiring.Component):
                              start.eq(base(self.cmd.payload.layer, self.cmd.payload.kv_head)),
                              state.eq(_SCORE)]
 
+        if external:  # both requests go out as the job starts
+            k_pending, v_pending = Signal(), Signal()
+            with m.If(idle & self.cmd.valid & ~self.kv_write.valid):
+                m.d.sync += [k_pending.eq(1), v_pending.eq(1)]
+            for req, pending in ((self.k_req, k_pending), (self.v_req, v_pending)):
+                m.d.comb += [req.valid.eq(pending), req.payload.addr.eq(start),
+                             req.payload.count.eq(job.length)]
+                with m.If(req.valid & req.ready):
+                    m.d.sync += pending.eq(0)
+
         with m.If(equals(state, _SCORE)):
             m.d.comb += self.q.ready.eq(queries < nh)
             with m.If(self.q.valid & (queries < nh)):
@@ -141,18 +201,24 @@ class Attention(wiring.Component):
                 m.d.sync += [query.as_value().word_select(queries[:index_bits], hd * 8).eq(
                                  self.q.payload), queries.eq(queries + 1)]
             with m.Elif(equals(queries, nh)):
-                for h in range(nh):
-                    dot = Signal(signed(32), name=f"dot{h}")
-                    m.d.comb += [dot.eq(sum(query[h][i] * k_rd.data[i] for i in range(hd))),
-                                 s_wr.data[h].eq(dot)]
-                    with m.If((t == 0) | (dot > best[h])):
-                        m.d.sync += best[h].eq(dot)
-                m.d.comb += s_wr.en.eq(1)
-                m.d.sync += t.eq(t + 1)
-                with m.If(last_row):
-                    m.d.sync += [t.eq(0), total.eq(0), state.eq(_EXP)]
+                if external:
+                    m.d.comb += self.k_rows.ready.eq(1)
+                else:
+                    m.d.comb += k_rd.addr.eq(start + t + 1)
+                with m.If(key_valid):
+                    for h in range(nh):
+                        dot = Signal(signed(32), name=f"dot{h}")
+                        m.d.comb += [dot.eq(sum(query[h][i] * key_row[i] for i in range(hd))),
+                                     s_wr.data[h].eq(dot)]
+                        with m.If((t == 0) | (dot > best[h])):
+                            m.d.sync += best[h].eq(dot)
+                    m.d.comb += s_wr.en.eq(1)
+                    m.d.sync += t.eq(t + 1)
+                    with m.If(last_row):
+                        m.d.sync += [t.eq(0), total.eq(0), state.eq(_EXP)]
 
         with m.If(equals(state, _EXP)):
+            m.d.comb += s_rd.addr.eq(t + 1)
             for h, e_rd in enumerate(e_rds):
                 diff = Signal(signed(33), name=f"diff{h}")
                 m.d.comb += diff.eq(s_rd.data[h] - best[h])
@@ -188,16 +254,23 @@ class Attention(wiring.Component):
                 m.d.sync += [acc.eq(0), t.eq(0), state.eq(_ACCUMULATE)]
 
         with m.If(equals(state, _ACCUMULATE)):
-            for h in range(nh):
-                prob = Signal(unsigned(17), name=f"prob{h}")
-                wide = Signal(unsigned(64), name=f"wide{h}")
-                m.d.comb += [wide.eq(s_rd.data[h].as_unsigned()[:16] * quotient[h] + (1 << 29)),
-                             prob.eq(wide[30:47])]
-                for i in range(hd):
-                    m.d.sync += acc[h * hd + i].eq(acc[h * hd + i] + prob * v_rd.data[i])
-            m.d.sync += t.eq(t + 1)
-            with m.If(last_row):
-                m.d.sync += [d.eq(0), state.eq(_EMIT)]
+            m.d.comb += s_rd.addr.eq(t + value_valid)
+            if external:
+                m.d.comb += self.v_rows.ready.eq(1)
+            else:
+                m.d.comb += v_rd.addr.eq(start + t + 1)
+            with m.If(value_valid):
+                for h in range(nh):
+                    prob = Signal(unsigned(17), name=f"prob{h}")
+                    wide = Signal(unsigned(64), name=f"wide{h}")
+                    m.d.comb += [
+                        wide.eq(s_rd.data[h].as_unsigned()[:16] * quotient[h] + (1 << 29)),
+                        prob.eq(wide[30:47])]
+                    for i in range(hd):
+                        m.d.sync += acc[h * hd + i].eq(acc[h * hd + i] + prob * value_row[i])
+                m.d.sync += t.eq(t + 1)
+                with m.If(last_row):
+                    m.d.sync += [d.eq(0), state.eq(_EMIT)]
 
         with m.If(equals(state, _EMIT)):
             element = Signal(signed(32))

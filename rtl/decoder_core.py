@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from heteroreason.model.decode_schedule import decode_schedule
 from heteroreason.model.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.arith import requantize, saturate
-from heteroreason.rtl.attention import Attention
+from heteroreason.rtl.attention import Attention, kv_memory_ports
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.mvu import MatVecUnit, OutBits
 from heteroreason.rtl.rmsnorm import RmsNorm
@@ -20,6 +20,8 @@ from heteroreason.rtl.swiglu import SwiGlu
 
 __all__ = ["PARAM_LAYOUT", "DecoderCore"]
 
+KV_PORTS = ("kv_store", "k_req", "v_req", "k_rows", "v_rows")
+FIRST_LAYER_OP, LAST_LAYER_OP = 1, 14  # the operator sequence: see DecoderCore.elaborate
 PARAM_LAYOUT = data.StructLayout({"value": signed(32), "mult": unsigned(31), "shift": unsigned(6)})
 
 
@@ -61,6 +63,9 @@ class DecoderCore(wiring.Component):
         Depths of the prefetch buffers (matrix-vector beats, parameter beats).
     heads_parallel : int
         Query heads per attention job; must divide the heads per KV head.
+    external_kv : bool
+        Keep the KV cache in memory behind the ``kv_store``/``k_req``/``k_rows``/``v_req``/
+        ``v_rows`` ports (see :class:`~heteroreason.rtl.attention.Attention`) instead of on chip.
     delimiters, eos
         Step-delimiter and end-of-sequence ids for the sampler's marks.
 
@@ -77,11 +82,13 @@ class DecoderCore(wiring.Component):
         An operator wants a weight beat and the buffer is empty (memory-bound cycle).
     buffer_full : Out(1)
         A weight beat is offered and the buffer has no room (compute-bound cycle).
+    kv_store, k_req, v_req, k_rows, v_rows
+        Only with ``external_kv``: the attention unit's KV memory ports.
     """
 
     def __init__(self, *, model: QuantizedModel, lanes: int, stream_bytes: int | None = None,
                  weight_buffer: int = 1024, param_buffer: int = 256, heads_parallel: int = 1,
-                 delimiters=(), eos=0):
+                 external_kv: bool = False, delimiters=(), eos=0):
         if not isinstance(model, QuantizedModel):
             raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
         self._model = model
@@ -95,6 +102,8 @@ class DecoderCore(wiring.Component):
                             ("heads_parallel", heads_parallel)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if external_kv not in (False, True):  # 0 and 1 too
+            raise ValueError(f"external_kv must be a bool, not {external_kv!r}")
         c = model.config
         group = c.heads // c.kv_heads
         if group % heads_parallel:
@@ -105,6 +114,7 @@ class DecoderCore(wiring.Component):
         self._weight_buffer = weight_buffer
         self._param_buffer = param_buffer
         self._heads_parallel = heads_parallel
+        self._external_kv = bool(external_kv)
         self._delimiters = tuple(delimiters)
         self._eos = eos
         self._config = c
@@ -115,7 +125,10 @@ class DecoderCore(wiring.Component):
                           for r in plan) for plan in self._schedule.fetch_plan(0, keep_logits=True))
         request = data.StructLayout({"addr": range(max(w_beats, p_beats)),
                                      "count": range(largest + 1)})
-        super().__init__({
+        kv_ports = kv_memory_ports(
+            head_dim=c.head_dim, rows=len(model.layers) * c.kv_heads * c.max_context,
+            max_context=c.max_context) if external_kv else {}
+        super().__init__(kv_ports | {
             "token": In(stream.Signature(data.StructLayout({
                 "token": range(c.vocab), "pos": range(c.max_context), "keep": 1}))),
             "sample": Out(stream.Signature(data.StructLayout({
@@ -128,6 +141,10 @@ class DecoderCore(wiring.Component):
             "weight_wait": Out(1),
             "buffer_full": Out(1),
         })
+
+    @property
+    def model(self):
+        return self._model
 
     @property
     def schedule(self):
@@ -145,6 +162,17 @@ class DecoderCore(wiring.Component):
     def heads_parallel(self):
         return self._heads_parallel
 
+    @property
+    def external_kv(self):
+        return self._external_kv
+
+    def _attention(self) -> Attention:
+        c = self._config
+        return Attention(head_dim=c.head_dim, kv_heads=c.kv_heads,
+                         layers=len(self._model.layers),
+                         max_context=c.max_context, heads=self._heads_parallel,
+                         external_kv=self._external_kv)
+
     def elaborate(self, platform):
         m = Module()
         c, q_model, sched, lanes = self._config, self._model, self._schedule, self._lanes
@@ -158,13 +186,18 @@ class DecoderCore(wiring.Component):
                          max_rows=max(c.vocab, c.ffn, c.hidden, c.q_dim))
         norm = RmsNorm(max_length=c.hidden)
         rope = Rope(head_dim=hd, increments=q_model.rope_inc, max_position=c.max_context - 1)
-        att = Attention(head_dim=hd, kv_heads=c.kv_heads, layers=len(q_model.layers),
-                        max_context=c.max_context, heads=hp)
+        att = self._attention()
         swiglu = SwiGlu()
         sampler = ArgmaxSampler(vocab=c.vocab, delimiters=self._delimiters, eos=self._eos)
         m.submodules.mvu, m.submodules.norm, m.submodules.rope = mvu, norm, rope
         m.submodules.att, m.submodules.swiglu, m.submodules.sampler = att, swiglu, sampler
         wiring.connect(m, sampler.token, wiring.flipped(self.sample))
+        if self._external_kv:
+            wiring.connect(m, att.kv_store, wiring.flipped(self.kv_store))
+            wiring.connect(m, att.k_req, wiring.flipped(self.k_req))
+            wiring.connect(m, att.v_req, wiring.flipped(self.v_req))
+            wiring.connect(m, wiring.flipped(self.k_rows), att.k_rows)
+            wiring.connect(m, wiring.flipped(self.v_rows), att.v_rows)
 
         token = Signal(self.token.payload.shape())
         running = Signal()
@@ -240,7 +273,28 @@ class DecoderCore(wiring.Component):
         rd1 = scratch.read_port(domain="comb")
         wr = scratch.write_port()
 
-        pc = Signal(range(256))
+        n_layers = len(q_model.layers)
+        # the operators: the embedding, the 14 of a layer (run once per layer, ``layer``
+        # counting), the final norm and the LM head; per-layer constants come from tables
+        n_ops = 1 + 14 + 2
+        pc = Signal(range(n_ops + 1))
+        layer = Signal(range(n_layers))
+
+        def per_layer(values, shape):
+            """The current layer's entry of a constant table."""
+            out = Signal(shape)
+            with m.Switch(layer):
+                for k, v in enumerate(values):
+                    with m.Case(k):
+                        m.d.comb += out.eq(int(v))
+            return out
+
+        exp_mult = per_layer([ql.exp_req[0] for ql in q_model.layers], unsigned(31))
+        exp_shift = per_layer([ql.exp_req[1] for ql in q_model.layers], unsigned(6))
+        out_mult = per_layer([ql.attn_req[0] for ql in q_model.layers], unsigned(31))
+        out_shift = per_layer([ql.attn_req[1] for ql in q_model.layers], unsigned(6))
+        act_mult = per_layer([ql.act_req[0] for ql in q_model.layers], unsigned(31))
+        act_shift = per_layer([ql.act_req[1] for ql in q_model.layers], unsigned(6))
         phase = Signal(range(8))
         i = Signal(range(max(c.vocab, c.ffn, 256) + 1))
         j = Signal(range(max(c.vocab, c.ffn, 256) + 1))
@@ -254,11 +308,19 @@ class DecoderCore(wiring.Component):
 
         with m.If(start_token):
             m.d.sync += [token.eq(self.token.payload), running.eq(1), pc.eq(0), phase.eq(0),
-                         i.eq(0), j.eq(0), lane.eq(0), head.eq(0), have.eq(0)]
+                         i.eq(0), j.eq(0), lane.eq(0), head.eq(0), have.eq(0), layer.eq(0)]
+
+        current = {"op": 0}  # the operator whose case is being elaborated
 
         def next_op():
-            m.d.sync += [pc.eq(pc + 1), phase.eq(0), i.eq(0), j.eq(0), lane.eq(0),
-                         head.eq(0), have.eq(0)]
+            m.d.sync += [phase.eq(0), i.eq(0), j.eq(0), lane.eq(0), head.eq(0), have.eq(0)]
+            if current["op"] == LAST_LAYER_OP:  # down_proj: the next layer, or the final norm
+                with m.If(layer == n_layers - 1):
+                    m.d.sync += pc.eq(pc + 1)
+                with m.Else():
+                    m.d.sync += [pc.eq(FIRST_LAYER_OP), layer.eq(layer + 1)]
+            else:
+                m.d.sync += pc.eq(pc + 1)
 
         def op_embed():
             with m.If(equals(phase, 0)):  # the row's multiplier
@@ -356,6 +418,7 @@ class DecoderCore(wiring.Component):
                                  swiglu.x.valid.eq(mvu.out.valid),
                                  swiglu.x.payload.gate.eq(rd1.data[:8]),
                                  swiglu.x.payload.up.eq(value[:8]),
+                                 swiglu.x.payload.last.eq(last),
                                  mvu.out.ready.eq(swiglu.x.ready), swiglu.y.ready.eq(1),
                                  wr.addr.eq(layout["x"] + j), wr.data.eq(swiglu.y.payload.value),
                                  wr.en.eq(swiglu.y.valid)]
@@ -387,7 +450,7 @@ class DecoderCore(wiring.Component):
 
         index_bits = max(1, (hd - 1).bit_length())
 
-        def op_kv_write(layer):
+        def op_kv_write():
             with m.If(~have):  # gather K then V of one KV head, an element a cycle
                 with m.If(i < hd):
                     m.d.comb += rd0.addr.eq(layout["k"] + head * hd + i)
@@ -408,18 +471,15 @@ class DecoderCore(wiring.Component):
                     with m.If(equals(head, c.kv_heads - 1)):
                         next_op()
 
-        def op_attention(layer):
-            ql = q_model.layers[layer]
+        def op_attention():
             # ``head`` is the job's first query head, ``lane`` counts its query beats sent
             with m.If(equals(phase, 0)):
                 cmd = att.cmd.payload
                 m.d.comb += [att.cmd.valid.eq(1), cmd.layer.eq(layer),
                              cmd.kv_head.eq(head // group if group > 1 else head),
                              cmd.length.eq(token.pos + 1),
-                             cmd.exp_mult.eq(int(ql.exp_req[0])),
-                             cmd.exp_shift.eq(int(ql.exp_req[1])),
-                             cmd.out_mult.eq(int(ql.attn_req[0])),
-                             cmd.out_shift.eq(int(ql.attn_req[1]))]
+                             cmd.exp_mult.eq(exp_mult), cmd.exp_shift.eq(exp_shift),
+                             cmd.out_mult.eq(out_mult), cmd.out_shift.eq(out_shift)]
                 with m.If(att.cmd.ready):
                     m.d.sync += [phase.eq(1), i.eq(0), j.eq(0), lane.eq(0)]
             with m.If(equals(phase, 1)):  # gather a query head
@@ -443,11 +503,10 @@ class DecoderCore(wiring.Component):
                         with m.If(equals(head, c.heads - hp)):
                             next_op()
 
-        def op_silu_table(layer):
-            ql = q_model.layers[layer]
+        def op_silu_table():
             m.d.comb += [swiglu.params.valid.eq(1),
-                         swiglu.params.payload.mult.eq(int(ql.act_req[0])),
-                         swiglu.params.payload.shift.eq(int(ql.act_req[1])),
+                         swiglu.params.payload.mult.eq(act_mult),
+                         swiglu.params.payload.shift.eq(act_shift),
                          p_ready.eq(1), swiglu.table.valid.eq(p_valid),
                          swiglu.table.payload.addr.eq(i[:8]),
                          swiglu.table.payload.value.eq(param.value[:16])]
@@ -456,30 +515,30 @@ class DecoderCore(wiring.Component):
                 with m.If(equals(i, 255)):
                     next_op()
 
-        ops = [op_embed]
-        for layer in range(len(q_model.layers)):
-            ops += [
-                lambda: op_norm("h"),
-                lambda: op_linear("h", c.hidden, c.q_dim, OutBits.INT8, "q"),
-                lambda: op_linear("h", c.hidden, c.kv_dim, OutBits.INT8, "k", reuse=True),
-                lambda: op_linear("h", c.hidden, c.kv_dim, OutBits.INT8, "v", reuse=True),
-                lambda: op_rope("q", c.heads),
-                lambda: op_rope("k", c.kv_heads),
-                lambda layer=layer: op_kv_write(layer),
-                lambda layer=layer: op_attention(layer),
-                lambda: op_linear("a", c.q_dim, c.hidden, OutBits.INT16, "add"),
-                lambda: op_norm("h"),
-                lambda: op_linear("h", c.hidden, c.ffn, OutBits.INT8, "g"),
-                lambda layer=layer: op_silu_table(layer),
-                lambda: op_linear("h", c.hidden, c.ffn, OutBits.INT8, "swiglu", reuse=True),
-                lambda: op_linear("x", c.ffn, c.hidden, OutBits.INT16, "add"),
-            ]
+        ops = [op_embed,
+               lambda: op_norm("h"),
+               lambda: op_linear("h", c.hidden, c.q_dim, OutBits.INT8, "q"),
+               lambda: op_linear("h", c.hidden, c.kv_dim, OutBits.INT8, "k", reuse=True),
+               lambda: op_linear("h", c.hidden, c.kv_dim, OutBits.INT8, "v", reuse=True),
+               lambda: op_rope("q", c.heads),
+               lambda: op_rope("k", c.kv_heads),
+               op_kv_write,
+               op_attention,
+               lambda: op_linear("a", c.q_dim, c.hidden, OutBits.INT16, "add"),
+               lambda: op_norm("h"),
+               lambda: op_linear("h", c.hidden, c.ffn, OutBits.INT8, "g"),
+               op_silu_table,
+               lambda: op_linear("h", c.hidden, c.ffn, OutBits.INT8, "swiglu", reuse=True),
+               lambda: op_linear("x", c.ffn, c.hidden, OutBits.INT16, "add")]
+        assert len(ops) == LAST_LAYER_OP + 1
         ops.append(lambda: op_norm("h"))
         lm_head_op = len(ops)
         ops.append(lambda: op_linear("h", c.hidden, c.vocab, OutBits.INT32, "sample"))
+        assert len(ops) == n_ops
 
         with m.If(running), m.Switch(pc):
             for k, op in enumerate(ops):
+                current["op"] = k
                 with m.Case(k):
                     if k == lm_head_op:
                         with m.If(~token.keep):

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from heteroreason.model.kvmu import Error, Mode, Source
 from heteroreason.model.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.compare import equals
-from heteroreason.rtl.decoder_core import DecoderCore
+from heteroreason.rtl.decoder_core import KV_PORTS, DecoderCore
 from heteroreason.rtl.kv_frontend import HostMessageLayout, KvFrontEnd
 from heteroreason.rtl.kvmu import SpanLayout
 
@@ -38,6 +38,8 @@ class DraftEngine(wiring.Component):
     stream_bytes, weight_buffer, param_buffer, heads_parallel : int
         Weight-stream width, prefetch buffer depths and query heads per attention job (see
         :class:`~heteroreason.rtl.decoder_core.DecoderCore`).
+    external_kv : bool
+        The KV cache behind memory ports instead of on chip (the core's KV ports appear here).
     capacity : int
         KV-cache capacity in tokens (at most the model's maximum context).
     delimiters, eos
@@ -60,7 +62,7 @@ class DraftEngine(wiring.Component):
 
     def __init__(self, *, model: QuantizedModel, lanes: int, capacity: int, delimiters=(),
                  eos=0, stream_bytes: int | None = None, weight_buffer: int = 1024,
-                 param_buffer: int = 256, heads_parallel: int = 1):
+                 param_buffer: int = 256, heads_parallel: int = 1, external_kv: bool = False):
         if not isinstance(model, QuantizedModel):
             raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
         c = model.config
@@ -70,13 +72,15 @@ class DraftEngine(wiring.Component):
                              f"maximum context), not {capacity!r}")
         self._core = DecoderCore(model=model, lanes=lanes, stream_bytes=stream_bytes,
                                  weight_buffer=weight_buffer, param_buffer=param_buffer,
-                                 heads_parallel=heads_parallel, delimiters=delimiters, eos=eos)
+                                 heads_parallel=heads_parallel, external_kv=external_kv,
+                                 delimiters=delimiters, eos=eos)
         self._token_width = max(1, (c.vocab - 1).bit_length())
         self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)
         self._vocab = c.vocab
         self._eos = eos
         core = self._core
-        super().__init__({
+        kv_ports = {name: core.signature.members[name] for name in KV_PORTS if external_kv}
+        super().__init__(kv_ports | {
             "host": In(stream.Signature(HostMessageLayout(self._token_width, capacity))),
             "draft_out": Out(stream.Signature(data.StructLayout({
                 "token": self._token_width, "pos": range(capacity + 1), "step_end": 1,
@@ -107,10 +111,12 @@ class DraftEngine(wiring.Component):
 
         wiring.connect(m, wiring.flipped(self.host), front.host)
         wiring.connect(m, front.submit, wiring.flipped(self.submit))
-        for name in ("wreq", "preq"):
-            wiring.connect(m, getattr(core, name), wiring.flipped(getattr(self, name)))
-        for name in ("wdata", "pdata"):
-            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(core, name))
+        outgoing = ("wreq", "preq", "kv_store", "k_req", "v_req")
+        for name in ("wreq", "preq", "wdata", "pdata") + (KV_PORTS if core.external_kv else ()):
+            if name in outgoing:
+                wiring.connect(m, getattr(core, name), wiring.flipped(getattr(self, name)))
+            else:
+                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(core, name))
 
         # samples feed back into the MUX as draft tokens
         m.d.comb += [

@@ -53,7 +53,7 @@ class TopSpec:
 
 _DECODER_DEFAULTS = {"preset": "test-tiny", "seed": 1, "lanes": 8, "stream_bytes": 8,
                      "heads_parallel": 1, "weight_buffer": 1024, "param_buffer": 256,
-                     "delimiter": 16, "eos": 1}
+                     "external_kv": 0, "delimiter": 16, "delimiter2": -1, "eos": 1}
 
 
 TOPS: dict[str, TopSpec] = {
@@ -106,8 +106,11 @@ def seeded_model(preset: str, seed: int):
     return quantize(weights, calibrate(weights, seed=seed + 1, sequences=1, length=32))
 
 
-def _decoder(component, *, preset: str, seed: int, delimiter: int, eos: int, **options):
-    return component(model=seeded_model(preset, seed), delimiters=(delimiter,), eos=eos,
+def _decoder(component, *, preset: str, seed: int, delimiter: int, delimiter2: int, eos: int,
+             **options):
+    """A decoder top; ``delimiter2`` names a second step delimiter, -1 none."""
+    delimiters = (delimiter,) if delimiter2 == -1 else (delimiter, delimiter2)
+    return component(model=seeded_model(preset, seed), delimiters=delimiters, eos=eos,
                      **options)
 
 

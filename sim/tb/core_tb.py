@@ -22,17 +22,30 @@ from heteroreason.model.qwen2_int8 import IntDecoder
 from heteroreason.rtl.decoder_core import DecoderCore
 from heteroreason.sim.export import seeded_model
 from heteroreason.sim.tb.common import TbBase, param, param_text, seeded_rng
-from heteroreason.sim.tb.hbm import HbmChannel, packed_param_beats, packed_weight_beats
+from heteroreason.sim.tb.hbm import (
+    HbmChannel,
+    KvMemory,
+    packed_param_beats,
+    packed_weight_beats,
+)
 from heteroreason.sim.tb.streams import StreamSink, StreamSource
 
-CORE_OPTIONS = ("lanes", "stream_bytes", "heads_parallel", "weight_buffer", "param_buffer")
+CORE_OPTIONS = ("lanes", "stream_bytes", "heads_parallel", "weight_buffer", "param_buffer",
+                "external_kv")
 
 
 def build_reference_core() -> DecoderCore:
     """The same core the top was exported as (for its schedule and port layouts)."""
     model = seeded_model(param_text("preset"), param("seed"))
-    return DecoderCore(model=model, delimiters=(param("delimiter"),), eos=param("eos"),
+    return DecoderCore(model=model, delimiters=delimiters(), eos=param("eos"),
                        **{name: param(name) for name in CORE_OPTIONS})
+
+
+def delimiters() -> tuple[int, ...]:
+    """The step delimiters the top was built with (``delimiter``, and ``delimiter2`` unless
+    -1)."""
+    second = param("delimiter2")
+    return (param("delimiter"),) if second == -1 else (param("delimiter"), second)
 
 
 def env_list(name: str) -> list[int]:
@@ -45,14 +58,21 @@ def env_float(name: str, default: float) -> float:
 
 
 def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float):
-    """The weight and parameter channels of the HBM model for ``core``'s schedule."""
+    """The weight and parameter channels of the HBM model for ``core``'s schedule, and the KV
+    memory when the core keeps its cache outside (else None)."""
     addr_bits = Shape.cast(core.wreq.payload.shape()["addr"].shape).width
     weights = HbmChannel(dut, "wreq", "wdata",
                          packed_weight_beats(core.schedule, core.stream_bytes),
                          addr_bits=addr_bits, rng=rng, latency=latency, stall=stall)
     params = HbmChannel(dut, "preq", "pdata", packed_param_beats(core.schedule),
                         addr_bits=addr_bits, rng=rng, latency=latency, stall=stall)
-    return weights, params
+    kv = None
+    if core.external_kv:
+        c = core.model.config
+        rows = len(core.model.layers) * c.kv_heads * c.max_context
+        kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng, latency=latency,
+                      stall=stall)
+    return weights, params, kv
 
 
 class CoreTB(TbBase):
@@ -60,8 +80,8 @@ class CoreTB(TbBase):
         seed, rng = seeded_rng(name)
         super().__init__(dut, seed=seed, name=name)
         self.core = build_reference_core()
-        self.model = self.core._model
-        self.weights, self.params = hbm_channels(
+        self.model = self.core.model
+        self.weights, self.params, self.kv = hbm_channels(
             dut, self.core, rng, latency=int(env_float("HR_LATENCY", 0)),
             stall=env_float("HR_STALL", 0.0))
         token_layout = self.core.token.payload.shape()
@@ -73,25 +93,29 @@ class CoreTB(TbBase):
         self.samples: list[int] = []
         self.weight_wait = self.buffer_full = 0
 
+    @property
+    def memories(self):
+        return [m for m in (self.weights, self.params, self.kv) if m is not None]
+
     def idle_inputs(self):
         self.token.idle_port()
         self.dut.sample__ready.value = 0
-        self.weights.idle_port()
-        self.params.idle_port()
+        for memory in self.memories:
+            memory.idle_port()
 
     def drive(self):
         self.token.drive()
         self.sample.drive()
-        self.weights.drive(self.cycle)
-        self.params.drive(self.cycle)
+        for memory in self.memories:
+            memory.drive(self.cycle)
 
     def observe(self):
         self.token.observe()
         beat = self.sample.observe()
         if beat is not None:
             self.samples.append(beat["token"])
-        self.weights.observe(self.cycle)
-        self.params.observe(self.cycle)
+        for memory in self.memories:
+            memory.observe(self.cycle)
         self.weight_wait += int(self.dut.weight_wait.value)
         self.buffer_full += int(self.dut.buffer_full.value)
 
@@ -132,7 +156,7 @@ async def greedy_matches_reference(dut):
     for k in range(draft):
         await tb.run_token(tb.samples[-1], len(prompt) + k, True, limit=limit)
     tb.check(tb.samples == expected, f"samples {tb.samples} != reference {expected}")
-    tb.check(not tb.weights.busy and not tb.params.busy, "memory requests left unserved")
+    tb.check(not any(m.busy for m in tb.memories), "memory requests left unserved")
     sched, ratio = tb.core.schedule, tb.core.lanes // tb.core.stream_bytes
     scheduled = ratio * ((draft + 1) * sched.weight_beats_per_token(keep_logits=True) +
                          (len(prompt) - 1) * sched.weight_beats_per_token(keep_logits=False))

@@ -21,7 +21,13 @@ from heteroreason.rtl.draft_engine import DraftEngine
 from heteroreason.sim.engine_scenarios import GreedyOracle
 from heteroreason.sim.export import seeded_model
 from heteroreason.sim.tb.common import TbBase, param, param_text, seeded_rng
-from heteroreason.sim.tb.core_tb import CORE_OPTIONS, env_float, hbm_channels, token_limit
+from heteroreason.sim.tb.core_tb import (
+    CORE_OPTIONS,
+    delimiters,
+    env_float,
+    hbm_channels,
+    token_limit,
+)
 from heteroreason.sim.tb.streams import StreamSink, StreamSource
 
 
@@ -30,12 +36,12 @@ class EngineTB(TbBase):
         seed, rng = seeded_rng(name)
         super().__init__(dut, seed=seed, name=name)
         self.model = seeded_model(param_text("preset"), param("seed"))
-        self.delimiter, self.eos = param("delimiter"), param("eos")
+        self.delimiters, self.eos = delimiters(), param("eos")
         self.engine = DraftEngine(model=self.model, capacity=param("capacity"),
-                                  delimiters=(self.delimiter,), eos=self.eos,
+                                  delimiters=self.delimiters, eos=self.eos,
                                   **{name: param(name) for name in CORE_OPTIONS})
         core = self.engine.core
-        self.weights, self.params = hbm_channels(
+        self.weights, self.params, self.kv = hbm_channels(
             dut, core, rng, latency=int(env_float("HR_LATENCY", 0)),
             stall=env_float("HR_STALL", 0.0))
         layouts = {n: self.engine.signature.members[n].signature.members["payload"].shape
@@ -56,18 +62,22 @@ class EngineTB(TbBase):
         self.host_tokens = 0
         self.token_limit = token_limit(core)
 
+    @property
+    def memories(self):
+        return [m for m in (self.weights, self.params, self.kv) if m is not None]
+
     def idle_inputs(self):
         self.host.idle_port()
         self.dut.draft_out__ready.value = 0
         self.dut.submit__ready.value = 0
-        self.weights.idle_port()
-        self.params.idle_port()
+        for memory in self.memories:
+            memory.idle_port()
 
     def drive(self):
         for port in (self.host, self.draft_out, self.submit):
             port.drive()
-        self.weights.drive(self.cycle)
-        self.params.drive(self.cycle)
+        for memory in self.memories:
+            memory.drive(self.cycle)
 
     def observe(self):
         # a draft token the decoder takes in the cycle a command arrives is older than it
@@ -80,8 +90,8 @@ class EngineTB(TbBase):
         message = self.host.observe()
         if message is not None:
             self.apply_host(message)
-        self.weights.observe(self.cycle)
-        self.params.observe(self.cycle)
+        for memory in self.memories:
+            memory.observe(self.cycle)
 
     def check_draft(self, beat: dict) -> None:
         token, pos = beat["token"], beat["pos"]
@@ -90,7 +100,7 @@ class EngineTB(TbBase):
                    f"{len(self.context)} tokens")
         want = self.oracle.next_token(self.context)
         self.check(token == want, f"draft token {token} at {pos}; the reference drafts {want}")
-        self.check(beat["step_end"] == int(token in (self.delimiter, self.eos)),
+        self.check(beat["step_end"] == int(token in (*self.delimiters, self.eos)),
                    f"step_end {beat['step_end']} on token {token}")
         self.check(beat["eos"] == int(token == self.eos), f"eos {beat['eos']} on {token}")
         self.context.append(token)
@@ -101,8 +111,8 @@ class EngineTB(TbBase):
         start, end = span["start"], span["end"]
         self.check(start < end <= len(self.context),
                    f"span [{start}, {end}) with {len(self.context)} tokens in the context")
-        self.check(self.context[end - 1] == self.delimiter,
-                   f"span [{start}, {end}) does not end with the delimiter")
+        self.check(self.context[end - 1] in (*self.delimiters, self.eos),
+                   f"span [{start}, {end}) does not end with the delimiter or EOS")
         self.spans.append((start, end))
         self.events.append(["submit", start, end])
 
@@ -140,8 +150,8 @@ class EngineTB(TbBase):
 async def scenario(dut):
     tb = EngineTB(dut, name="scenario")
     plan = json.loads(os.environ["HR_SCENARIO"])
-    tb.log.info("COCOTB_RANDOM_SEED=%d scenario=%s delimiter=%d eos=%d", tb.seed, plan,
-                tb.delimiter, tb.eos)
+    tb.log.info("COCOTB_RANDOM_SEED=%d scenario=%s delimiters=%s eos=%d", tb.seed, plan,
+                tb.delimiters, tb.eos)
     await tb.reset()
     tb.host.send(is_token=0, op=Op.INIT, pos=0)
     tb.send_tokens(plan["prompt"])
@@ -183,8 +193,8 @@ async def scenario(dut):
     tb.check(processed == tb.host_tokens + len(tb.drafts),
              f"the decoder processed {processed} tokens: {tb.host_tokens} host tokens and "
              f"{len(tb.drafts)} drafts were expected (a re-prefill or a lost token)")
-    for channel in (tb.weights, tb.params):
-        tb.check(not channel.busy, f"{channel.name}: requests left unserved ({channel})")
+    for memory in tb.memories:
+        tb.check(not memory.busy, f"memory requests left unserved ({memory})")
     tb.check(len(tb.drafts) > 0 and not tb.host.busy, "nothing drafted or host messages left")
     record = {"drafts": tb.drafts, "events": tb.events, "cycles": tb.cycle,
               "tokens": processed, "busy_cycles": int(dut.busy_cycles.value),

@@ -17,7 +17,7 @@ import numpy as np
 
 from heteroreason.model.decode_schedule import DecodeSchedule
 
-__all__ = ["HbmChannel", "packed_param_beats", "packed_weight_beats"]
+__all__ = ["HbmChannel", "KvMemory", "packed_param_beats", "packed_weight_beats"]
 
 
 def packed_weight_beats(schedule: DecodeSchedule, stream_bytes: int) -> list[int]:
@@ -40,7 +40,8 @@ class HbmChannel:
     """One request stream and its response stream, e.g. ``wreq``/``wdata``."""
 
     def __init__(self, dut, request: str, response: str, beats: Sequence[int], *,
-                 addr_bits: int, rng: random.Random, latency: int = 0, stall: float = 0.0):
+                 addr_bits: int, rng: random.Random, latency: int = 0, stall: float = 0.0,
+                 size: int | None = None):
         if not 0.0 <= stall < 1.0:
             raise ValueError(f"stall must be in [0, 1), not {stall!r}")
         if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
@@ -53,6 +54,7 @@ class HbmChannel:
         self._payload = getattr(dut, f"{response}__payload")
         self.name = response
         self._beats = beats
+        self._size = len(beats) if size is None else size
         self._addr_mask = (1 << addr_bits) - 1
         self._addr_bits = addr_bits
         self._rng = rng
@@ -97,8 +99,61 @@ class HbmChannel:
         if int(self._req_valid.value):
             word = int(self._req_payload.value)
             addr, count = word & self._addr_mask, word >> self._addr_bits
-            if count == 0 or addr + count > len(self._beats):
+            if count == 0 or addr + count > self._size:
                 raise AssertionError(f"{self.name}: request of {count} beats at {addr} outside "
-                                     f"the image of {len(self._beats)} beats")
+                                     f"the memory of {self._size} beats")
             self._pending.append([cycle + 1 + self.latency, addr, addr + count])
             self.requests += 1
+
+
+class _Rows(dict):
+    def __init__(self, what: str):
+        super().__init__()
+        self.what = what
+
+    def __missing__(self, addr):
+        raise AssertionError(f"{self.what} row {addr} read before it was written")
+
+
+class KvMemory:
+    """An external KV cache: ``kv_store`` writes a K and a V row at an address (always ready);
+    ``k_req``/``k_rows`` and ``v_req``/``v_rows`` read them back as :class:`HbmChannel` s do."""
+
+    def __init__(self, dut, store_layout, *, rows: int, rng: random.Random, latency: int = 0,
+                 stall: float = 0.0):
+        from heteroreason.sim.tb.streams import Payload
+
+        self._valid = dut.kv_store__valid
+        self._ready = dut.kv_store__ready
+        self._data = dut.kv_store__payload
+        self._payload = Payload(store_layout)
+        self.keys, self.values = _Rows("key"), _Rows("value")
+        addr_bits = max(1, (rows - 1).bit_length())
+        self.k = HbmChannel(dut, "k_req", "k_rows", self.keys, addr_bits=addr_bits, rng=rng,
+                            latency=latency, stall=stall, size=rows)
+        self.v = HbmChannel(dut, "v_req", "v_rows", self.values, addr_bits=addr_bits, rng=rng,
+                            latency=latency, stall=stall, size=rows)
+        self.writes = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.k.busy or self.v.busy
+
+    def idle_port(self) -> None:
+        self._ready.value = 0
+        self.k.idle_port()
+        self.v.idle_port()
+
+    def drive(self, cycle: int) -> None:
+        self._ready.value = 1
+        self.k.drive(cycle)
+        self.v.drive(cycle)
+
+    def observe(self, cycle: int) -> None:
+        if int(self._valid.value):
+            beat = self._payload.unpack(int(self._data.value))
+            self.keys[beat["addr"]] = beat["k"] & ((1 << self._payload.fields["k"][1]) - 1)
+            self.values[beat["addr"]] = beat["v"] & ((1 << self._payload.fields["v"][1]) - 1)
+            self.writes += 1
+        self.k.observe(cycle)
+        self.v.observe(cycle)

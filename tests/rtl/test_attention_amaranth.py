@@ -10,10 +10,12 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.qwen2_int8 import attend, quant_multiplier
 from heteroreason.rtl.attention import Attention
+from heteroreason.sim.hbm_model import kv_memory_processes
 
 
-@pytest.mark.parametrize("seed, head_dim, heads", [(1, 8, 1), (2, 16, 1), (3, 8, 3), (4, 16, 2)])
-def test_queries_against_the_reference(seed, head_dim, heads):
+@pytest.mark.parametrize("seed, head_dim, heads, external_kv", [
+    (1, 8, 1, False), (2, 16, 1, False), (3, 8, 3, False), (4, 16, 2, False), (5, 8, 2, True)])
+def test_queries_against_the_reference(seed, head_dim, heads, external_kv):
     layers, kv_heads, max_context = 2, 2, 48
     rng = np.random.default_rng(seed)
     gaps = random.Random(seed)
@@ -32,7 +34,7 @@ def test_queries_against_the_reference(seed, head_dim, heads):
                           np.ones((1, length), bool), exp_req, attn_req)[0].ravel()
         cases.append((layer, kv, length, q, exp_req, attn_req, expected))
     dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
-                    max_context=max_context, heads=heads)
+                    max_context=max_context, heads=heads, external_kv=external_kv)
     got = []
 
     async def driver(ctx):
@@ -83,7 +85,13 @@ def test_queries_against_the_reference(seed, head_dim, heads):
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
+    if external_kv:  # the cache in a memory with latency and gaps
+        processes, stored = kv_memory_processes(dut, rng=gaps, stall=0.3, latency=7)
+        for process in processes:
+            sim.add_process(process)
     sim.run_until(1e-8 * 60_000 * heads)
+    if external_kv:
+        assert len(stored) == layers * kv_heads * max_context
     expected = [int(v) for *_, e in cases for v in e]
     assert got == expected, f"seed={seed}"
     assert len(set(expected)) > 10, "outputs are not degenerate"

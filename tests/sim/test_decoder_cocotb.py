@@ -44,7 +44,7 @@ def run_scenario(scenario, delimiter, eos, params, env, *, seed, tmp_path):
 ENGINE_A = {"preset": "test-tiny", "seed": 1, "capacity": 128, "lanes": 16, "stream_bytes": 8,
             "heads_parallel": 2, "weight_buffer": 256}
 ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 8, "stream_bytes": 8,
-            "heads_parallel": 1, "weight_buffer": 32, "param_buffer": 16}
+            "heads_parallel": 1, "weight_buffer": 32, "param_buffer": 16, "external_kv": 1}
 
 
 @pytest.mark.parametrize("name", ["accept", "reject", "backtrack"])
@@ -87,6 +87,18 @@ def run_core(params, env, prompt, draft, *, seed):
 def test_core_greedy_tokens():
     run_core({"preset": "test-small", "seed": 2, "lanes": 32, "stream_bytes": 8,
               "heads_parallel": 4, "weight_buffer": 512}, STALLS, [5, 77, 130], 2, seed=3)
+
+
+def test_core_with_more_layers_than_the_0_5b():
+    """26 layers: more operators than an 8-bit sequence counter holds."""
+    run_core({"preset": "test-deep", "seed": 1, "lanes": 32, "stream_bytes": 32,
+              "heads_parallel": 2, "weight_buffer": 256}, SMOOTH, [5, 77], 1, seed=6)
+
+
+def test_core_with_the_kv_cache_in_memory():
+    run_core({"preset": "test-small", "seed": 3, "lanes": 16, "stream_bytes": 16,
+              "heads_parallel": 2, "weight_buffer": 64, "external_kv": 1}, STALLS,
+             [9, 400, 17, 250], 2, seed=5)
 
 
 @pytest.mark.slow

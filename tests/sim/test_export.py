@@ -14,6 +14,10 @@ from heteroreason.sim.toolchain import find_simulator
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "export_verilog.py"
 LINT_WAIVERS = ["-Wno-PROCASSINIT", "-Wno-UNUSEDSIGNAL", "-Wno-DECLFILENAME"]
+# Yosys writes Amaranth's signed arithmetic with operands narrower than the result (and some
+# logic on multi-bit values) and a Switch without a default as an incomplete case: warnings of
+# the generated text, not of the design. The datapath tops are lint-clean apart from those.
+DATAPATH_WAIVERS = [*LINT_WAIVERS, "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-CASEINCOMPLETE"]
 
 
 def run_script(*args):
@@ -21,20 +25,28 @@ def run_script(*args):
                           cwd=ROOT)
 
 
-@pytest.mark.parametrize("top, params", [
-    ("kvmu", {}),
-    ("kvmu", {"capacity": 4096}),
-    ("input_mux", {}),
-    ("kv_frontend", {"capacity": 100, "token_width": 18, "max_in_flight": 2}),
+@pytest.mark.parametrize("top, params, waivers", [
+    ("kvmu", {}, LINT_WAIVERS),
+    ("kvmu", {"capacity": 4096}, LINT_WAIVERS),
+    ("input_mux", {}, LINT_WAIVERS),
+    ("kv_frontend", {"capacity": 100, "token_width": 18, "max_in_flight": 2}, LINT_WAIVERS),
+    ("draft_engine", {"lanes": 16, "stream_bytes": 8, "heads_parallel": 2}, DATAPATH_WAIVERS),
+    ("decoder_core", {"preset": "test-small", "heads_parallel": 4}, DATAPATH_WAIVERS),
+    ("attention", {"heads": 3}, DATAPATH_WAIVERS),
+    ("rmsnorm", {}, DATAPATH_WAIVERS),
+    ("rope", {}, DATAPATH_WAIVERS),
+    ("swiglu", {}, DATAPATH_WAIVERS),
+    ("sampler", {}, DATAPATH_WAIVERS),
+    ("mvu", {}, DATAPATH_WAIVERS),
 ])
-def test_exported_verilog_is_lint_clean(tmp_path, top, params):
+def test_exported_verilog_is_lint_clean(tmp_path, top, params, waivers):
     path = export_verilog(top, tmp_path, params)
     text = path.read_text()
     assert re.search(rf"^module {top}\(", text, re.M)
     assert str(ROOT) not in text and "/home/" not in text and "src =" not in text
     tools = find_simulator("verilator")
     env = dict(os.environ) | tools.env
-    proc = subprocess.run(["verilator", "--lint-only", "-Wall", *LINT_WAIVERS, path.name],
+    proc = subprocess.run(["verilator", "--lint-only", "-Wall", *waivers, path.name],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
