@@ -13,6 +13,11 @@ Per step, with validated context ``z`` (prompt and accepted steps):
 4. the problem ends at EOS, at ``max_total_tokens`` generated tokens in the chain, or after
    ``max_steps`` steps.
 
+With ``record_prefetch`` (the default) the target also generates each accepted step's
+alternative from the same context — what the overlapped system's prefetch produces — and its
+length goes into the trace (``prefetch_tokens``) for the scheduler's cache of partial target
+outputs.
+
 Backends follow two small protocols: :class:`Generator` (``generate_step``) and :class:`Scorer`
 (``score_step``). The numpy reference decoders serve as draft and target
 (:class:`ReferenceGenerator`, which keeps its KV cache across calls and rolls it back to the
@@ -90,6 +95,7 @@ class ControllerConfig:
     max_step_tokens: int = 2048
     max_total_tokens: int = 4096
     max_steps: int = 100
+    record_prefetch: bool = True
 
     def __post_init__(self):
         for key in ("accept_threshold", "backtrack_threshold"):
@@ -216,8 +222,11 @@ def run_problem(prompt: Sequence[int], *, draft: Generator, target: Generator, p
         candidate = _generate(draft, context, cfg)
         score = _score(prm, context, candidate)
         if score >= cfg.accept_threshold:
+            # what the target's prefetch of this step (started at the same context) produces
+            prefetch = len(_generate(target, context, cfg)) if cfg.record_prefetch else 0
             state.steps.append(candidate)
-            state.events.append(StepEvent("accept", len(candidate), draft_score=score))
+            state.events.append(StepEvent("accept", len(candidate), draft_score=score,
+                                          prefetch_tokens=prefetch))
         else:
             refined = _generate(target, context, cfg)
             t_score = _score(prm, context, refined) if cfg.backtracking else None

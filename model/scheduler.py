@@ -39,7 +39,9 @@ __all__ = ["RESOURCES", "Interval", "ProblemRun", "ScheduleError", "check_timeli
            "simulate_problem"]
 
 RESOURCES = ("draft", "prm", "target", "link")
-PREFETCH_LIMIT_TOKENS = 2048  # an accepted step's prefetch runs until interrupted, at most this
+# an accepted step's prefetch runs until interrupted, at most this, unless the trace records the
+# length of the target's step (``prefetch_tokens``)
+PREFETCH_LIMIT_TOKENS = 2048
 _EPS = 1e-9
 
 
@@ -323,7 +325,8 @@ class _Problem:
 
     def prefetch(self, j: int) -> None:
         step = self.steps[j]
-        tokens = step.target_tokens if step.outcome != "accept" else PREFETCH_LIMIT_TOKENS
+        tokens = step.target_tokens if step.outcome != "accept" else \
+            step.prefetch_tokens or PREFETCH_LIMIT_TOKENS
         self.request("target", "prefetch", self.target_generate_ms(tokens), j, tokens,
                      Priority.TARGET, self.target_done_handler, j)
 
@@ -341,7 +344,7 @@ class _Problem:
                 # interrupted, not wasted: its tokens are cached for a later regeneration
                 self.cache[len(self.chain)] = self.cancel("target", wasted=False)[5]
             elif j in self.target_done:
-                self.cache[len(self.chain)] = PREFETCH_LIMIT_TOKENS
+                self.cache[len(self.chain)] = step.prefetch_tokens or PREFETCH_LIMIT_TOKENS
             self.commit(step.draft_tokens)
             self.v = j + 1
             if self.v == self.n:

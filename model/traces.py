@@ -9,6 +9,11 @@ Each line is an object::
                 "max_backtracks": 5, "max_backtrack_depth": 10},
      "steps": [{"outcome": "accept", "draft_tokens": 35, "draft_score": 0.98}, ...]}
 
+An accepted step may also carry ``prefetch_tokens``: the length of the step the target
+generates from the same context (what a prefetch started there produces; recorded by the
+controller), so the scheduler replays the real caching of partial target outputs; without it a
+prefetch runs until interrupted.
+
 ``correct``, ``policy`` and the scores are optional (``null`` or absent when unknown; the policy
 defaults to BRSD's: thresholds 0.7, 5 backtracks of at most 10 steps). A step event is one
 round of drafting and verification:
@@ -91,6 +96,7 @@ class StepEvent:
     target_score: float | None = None
     backtrack_steps: int = 0
     regenerated_tokens: int = 0
+    prefetch_tokens: int = 0  # accepted steps: the target's step from the same context
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,7 @@ class ProblemTrace:
 
 _TOP_FIELDS = {"format", "dataset", "problem_id", "prompt_tokens", "correct", "policy", "steps"}
 _STEP_FIELDS = {"outcome", "draft_tokens", "target_tokens", "draft_score", "target_score",
-                "backtrack_steps", "regenerated_tokens"}
+                "backtrack_steps", "regenerated_tokens", "prefetch_tokens"}
 _POLICY_FIELDS = {"accept_threshold", "backtrack_threshold", "max_backtracks",
                   "max_backtrack_depth"}
 FORMAT = "heteroreason-trace/1"
@@ -200,6 +206,10 @@ def _step(obj, where: str, policy: Policy) -> StepEvent:
     target_score = _score(obj, "target_score", where)
     backtrack_steps = _int(obj, "backtrack_steps", where, default=0)
     regenerated = _int(obj, "regenerated_tokens", where, default=0)
+    prefetch = _int(obj, "prefetch_tokens", where, default=0)
+    if prefetch and outcome != "accept":
+        raise TraceError(where, "prefetch_tokens", "only an accepted step has prefetch_tokens "
+                         "(the others have target_tokens)", prefetch)
     if outcome == "accept":
         if draft < 1:
             raise TraceError(where, "draft_tokens", "an accepted step has at least one token",
@@ -230,7 +240,7 @@ def _step(obj, where: str, policy: Policy) -> StepEvent:
                              f"a backtrack follows a target step below "
                              f"{policy.backtrack_threshold}", target_score)
     return StepEvent(outcome, draft, target, draft_score, target_score, backtrack_steps,
-                     regenerated)
+                     regenerated, prefetch)
 
 
 def parse_trace(obj, where: str) -> ProblemTrace:
@@ -323,6 +333,8 @@ def trace_to_json(trace: ProblemTrace) -> dict:
         if s.outcome == "backtrack":
             step["backtrack_steps"] = s.backtrack_steps
             step["regenerated_tokens"] = s.regenerated_tokens
+        if s.prefetch_tokens:
+            step["prefetch_tokens"] = s.prefetch_tokens
         steps.append(step)
     obj = {"dataset": trace.dataset, "problem_id": trace.problem_id,
            "prompt_tokens": trace.prompt_tokens, "correct": trace.correct}

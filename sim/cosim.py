@@ -83,7 +83,7 @@ def controller_from_json(fields: dict) -> ControllerConfig:
 
 def run_cosim(prompts: Sequence[Sequence[int]], controller: ControllerConfig, *, preset: str,
               seed: int, engine: dict | None = None, latency: int = 20,
-              trace_out: Path | None = None) -> dict:
+              trace_out: Path | str | None = None) -> dict:
     """The controller with the DraftEngine RTL as the draft (built with the delimiters — one or
     two — and EOS of ``controller``); returns the record of
     :mod:`heteroreason.sim.tb.cosim_tb`."""
@@ -94,6 +94,9 @@ def run_cosim(prompts: Sequence[Sequence[int]], controller: ControllerConfig, *,
     params = ENGINE_DEFAULTS | dict(engine or {}) | {
         "preset": preset, "seed": seed, "delimiter": marks[0],
         "delimiter2": marks[1] if len(marks) == 2 else -1, "eos": controller.eos}
+    if trace_out is not None:  # the simulation runs in its build directory
+        trace_out = Path(trace_out).resolve()
+        trace_out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         result_file = Path(tmp) / "cosim.json"
         plan = {"prompts": [list(map(int, p)) for p in prompts],

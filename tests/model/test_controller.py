@@ -42,7 +42,24 @@ class Scripted:
 
 
 def config(**kw):
-    return ControllerConfig(delimiters=frozenset({DELIM}), eos=EOS, **kw)
+    """Scripted runs leave the prefetch out unless a test asks for it."""
+    return ControllerConfig(delimiters=frozenset({DELIM}), eos=EOS,
+                            **({"record_prefetch": False} | kw))
+
+
+def test_accepted_steps_record_the_targets_prefetch():
+    draft = Scripted("draft", [[1, 2, DELIM], [3, DELIM], [5, EOS]])
+    target = Scripted("target", [[6, 6, 6, DELIM], [7, DELIM], [8, EOS]])
+    prm = Scripted("prm", [0.9, 0.2, 0.8, 0.95])  # accept, reject (rescue), accept
+    trace, chain = run_problem([100], draft=draft, target=target, prm=prm,
+                               config=config(record_prefetch=True, backtracking=False),
+                               dataset="toy", problem_id="p")
+    assert [(s.outcome, s.prefetch_tokens) for s in trace.steps] == \
+        [("accept", 4), ("rescue", 0), ("accept", 2)]
+    # the prefetch starts from the accepted step's own context
+    assert target.calls == [[100], [100, 1, 2, DELIM], [100, 1, 2, DELIM, 7, DELIM]]
+    assert chain == [1, 2, DELIM, 7, DELIM, 5, EOS]
+    assert parse_trace(trace_to_json(trace), "t") == trace
 
 
 def test_accept_rescue_backtrack_and_eos():
@@ -144,6 +161,8 @@ def test_captured_traces_replay_through_the_scheduler(tmp_path, reference_backen
     traces = run_problems(prompts, out, draft=draft, target=target, prm=prm, config=cfg,
                           dataset="toy")
     assert load_traces(out) == traces
+    accepted = [s for t in traces for s in t.steps if s.outcome == "accept"]
+    assert accepted and all(1 <= s.prefetch_tokens <= 20 for s in accepted)
     for trace in traces:
         for mode in (Mode.BASELINE, Mode.T2, Mode.HETEROREASON):
             run = simulate_problem(trace, system_config("config1"), mode)

@@ -104,6 +104,20 @@ def test_cached_prefetch_is_reused_by_a_backtrack():
     assert run.cached_tokens_reused > 0
 
 
+def test_recorded_prefetch_lengths_bound_the_prefetch_and_the_cache():
+    def run(prefetch):
+        tr = trace(StepEvent("accept", 60, prefetch_tokens=prefetch),
+                   StepEvent("accept", 60, prefetch_tokens=prefetch),
+                   StepEvent("backtrack", 10, 10, backtrack_steps=1, regenerated_tokens=20),
+                   StepEvent("accept", 5))
+        return simulate_problem(tr, CFG, Mode.T2)
+    unknown, short = run(0), run(12)
+    prefetches = [iv for iv in short.intervals if iv.kind == "prefetch"]
+    assert prefetches and all(iv.tokens <= 12 for iv in prefetches if iv.step < 2)
+    # the regeneration reuses what the finished prefetch of that position produced, no more
+    assert 0 < short.cached_tokens_reused <= 12 < unknown.cached_tokens_reused
+
+
 def test_bad_input():
     bt = trace(StepEvent("accept", 3), StepEvent("backtrack", 1, 1, backtrack_steps=1))
     with pytest.raises(ScheduleError, match=r"has 1 backtrack.*mode rsd"):

@@ -52,6 +52,16 @@ def test_round_trip_and_derived_quantities(tmp_path):
     assert load_traces(out) == [trace]
 
 
+def test_prefetch_tokens_round_trip(tmp_path):
+    path = write_lines(tmp_path, with_step(0, prefetch_tokens=9))
+    [trace] = load_traces(path)
+    assert trace.steps[0].prefetch_tokens == 9 and trace.steps[1].prefetch_tokens == 0
+    out = tmp_path / "again.jsonl"
+    dump_traces([trace], out)
+    assert '"prefetch_tokens":9' in out.read_text().replace(" ", "")
+    assert load_traces(out) == [trace]
+
+
 def test_policy_round_trip(tmp_path):
     trace = ProblemTrace("toy", "1", 5, (StepEvent("rescue", 3, 4),), None, RSD_POLICY)
     dump_traces([trace], tmp_path / "r.jsonl")
@@ -91,6 +101,8 @@ MALFORMED = [
     (with_step(2, backtrack_steps=3), "backtrack_steps", "beyond the start"),
     (with_step(2, target_score=0.9), "target_score", "below 0.7"),
     (with_step(3, shoe=1), "shoe", "is not a trace field"),
+    (with_step(1, prefetch_tokens=5), "prefetch_tokens", "only an accepted step"),
+    (with_step(0, prefetch_tokens=-1), "prefetch_tokens", "at least 0"),
     (with_(policy={"max_backtracks": 0}), "outcome", "exceeds the policy's budget of 0"),
     (with_(policy={"max_backtrack_depth": 1}), "backtrack_steps", "depth of 1"),
 ]

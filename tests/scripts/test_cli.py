@@ -126,3 +126,10 @@ def test_bench_decoder_reports_utilization():
         proc.stderr
     proc = run("bench_decoder.py", "--latency", "-1")
     assert proc.returncode == 2 and "--latency must be a non-negative integer" in proc.stderr
+
+
+def test_cosim_brsd_rejects_bad_arguments(tmp_path):
+    proc = run("cosim_brsd.py", "--out", tmp_path / "t.jsonl", "--delimiters", "16", "34", "40")
+    assert proc.returncode == 2 and "--delimiters takes one or two ids" in proc.stderr
+    proc = run("cosim_brsd.py", "--out", tmp_path / "t.jsonl", "--prompts", "0")
+    assert proc.returncode == 2 and "must be positive" in proc.stderr
