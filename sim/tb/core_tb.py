@@ -57,7 +57,8 @@ def env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
 
 
-def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float):
+def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float,
+                 unwritten_kv_reads_zero: bool = False):
     """The weight and parameter channels of the HBM model for ``core``'s schedule, and the KV
     memory when the core keeps its cache outside (else None)."""
     addr_bits = Shape.cast(core.wreq.payload.shape()["addr"].shape).width
@@ -71,7 +72,7 @@ def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float):
         c = core.model.config
         rows = len(core.model.layers) * c.kv_heads * c.max_context
         kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng, latency=latency,
-                      stall=stall)
+                      stall=stall, unwritten_reads_zero=unwritten_kv_reads_zero)
     return weights, params, kv
 
 
@@ -83,7 +84,7 @@ class CoreTB(TbBase):
         self.model = self.core.model
         self.weights, self.params, self.kv = hbm_channels(
             dut, self.core, rng, latency=int(env_float("HR_LATENCY", 0)),
-            stall=env_float("HR_STALL", 0.0))
+            stall=env_float("HR_STALL", 0.0), unwritten_kv_reads_zero=name == "token_timing")
         token_layout = self.core.token.payload.shape()
         sample_layout = self.core.sample.payload.shape()
         self.token = StreamSource(dut, "token", token_layout, rng=rng,

@@ -107,27 +107,33 @@ class HbmChannel:
 
 
 class _Rows(dict):
-    def __init__(self, what: str):
+    def __init__(self, what: str, *, unwritten_reads_zero: bool):
         super().__init__()
         self.what = what
+        self.unwritten_reads_zero = unwritten_reads_zero
 
     def __missing__(self, addr):
+        if self.unwritten_reads_zero:
+            return 0
         raise AssertionError(f"{self.what} row {addr} read before it was written")
 
 
 class KvMemory:
     """An external KV cache: ``kv_store`` writes a K and a V row at an address (always ready);
-    ``k_req``/``k_rows`` and ``v_req``/``v_rows`` read them back as :class:`HbmChannel` s do."""
+    ``k_req``/``k_rows`` and ``v_req``/``v_rows`` read them back as :class:`HbmChannel` s do.
+    A row read before it was written is an error, or zeros with ``unwritten_reads_zero`` (timing
+    runs at positions no token was written at)."""
 
     def __init__(self, dut, store_layout, *, rows: int, rng: random.Random, latency: int = 0,
-                 stall: float = 0.0):
+                 stall: float = 0.0, unwritten_reads_zero: bool = False):
         from heteroreason.sim.tb.streams import Payload
 
         self._valid = dut.kv_store__valid
         self._ready = dut.kv_store__ready
         self._data = dut.kv_store__payload
         self._payload = Payload(store_layout)
-        self.keys, self.values = _Rows("key"), _Rows("value")
+        self.keys = _Rows("key", unwritten_reads_zero=unwritten_reads_zero)
+        self.values = _Rows("value", unwritten_reads_zero=unwritten_reads_zero)
         addr_bits = max(1, (rows - 1).bit_length())
         self.k = HbmChannel(dut, "k_req", "k_rows", self.keys, addr_bits=addr_bits, rng=rng,
                             latency=latency, stall=stall, size=rows)

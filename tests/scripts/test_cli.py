@@ -133,3 +133,13 @@ def test_cosim_brsd_rejects_bad_arguments(tmp_path):
     assert proc.returncode == 2 and "--delimiters takes one or two ids" in proc.stderr
     proc = run("cosim_brsd.py", "--out", tmp_path / "t.jsonl", "--prompts", "0")
     assert proc.returncode == 2 and "must be positive" in proc.stderr
+
+
+def test_predict_fpga_prints_the_projection(tmp_path):
+    out = tmp_path / "p.png"
+    proc = run("predict_fpga.py", "--contexts", "0", "2048", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "speed-up vs paper" in proc.stdout and "jetson-orin-nano" in proc.stdout
+    assert out.stat().st_size > 10_000
+    proc = run("predict_fpga.py", "--contexts", "99999", "--out", out)
+    assert proc.returncode == 2 and "--contexts must be in [0, 32768)" in proc.stderr

@@ -1,0 +1,161 @@
+"""Calibration of :mod:`heteroreason.model.fpga_timing` from RTL simulation: measured points,
+the fit of the per-operator overheads, and the committed calibration file.
+
+A calibration file (JSON, ``model/calibration/decoder_core.json``) holds the fitted overheads,
+the points they were fitted on and the held-out points with their errors, and the hash of the
+RTL sources it came from: :func:`load_calibration` refuses a file whose hash differs from the
+sources installed (recalibrate with ``scripts/calibrate.py``) or that lacks a field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from heteroreason.model.fpga_timing import OVERHEADS, CoreParams, CoreTiming, Overheads
+from heteroreason.model.qwen2_config import qwen2_config
+
+__all__ = ["CALIBRATION_FILE", "Calibration", "CalibrationError", "Point", "fit_overheads",
+           "load_calibration", "rtl_hash", "save_calibration"]
+
+CALIBRATION_FILE = Path(__file__).parent / "calibration" / "decoder_core.json"
+_RTL_DIR = Path(__file__).resolve().parent.parent / "rtl"
+_RTL_SOURCES = ("arith.py", "attention.py", "compare.py", "decoder_core.py", "mvu.py",
+                "rmsnorm.py", "rope.py", "sampler.py", "swiglu.py")
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be used; the message says which file and why."""
+
+
+def rtl_hash(rtl_dir: Path = _RTL_DIR) -> str:
+    """SHA-256 over the decoder's RTL sources (and the weight schedule they follow)."""
+    digest = hashlib.sha256()
+    schedule = Path(__file__).parent / "decode_schedule.py"
+    for path in [*(Path(rtl_dir) / name for name in _RTL_SOURCES), schedule]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Point:
+    """One RTL measurement: cycles of one decode token at ``position``."""
+
+    preset: str
+    params: CoreParams
+    position: int
+    cycles: int
+
+    def timing(self, overheads: Overheads) -> CoreTiming:
+        return CoreTiming(qwen2_config(self.preset), self.params, overheads)
+
+    def error(self, overheads: Overheads) -> float:
+        """Relative error of the model against the RTL."""
+        return self.timing(overheads).token_cycles(self.position) / self.cycles - 1.0
+
+    def to_json(self) -> dict:
+        return {"preset": self.preset, "params": asdict(self.params), "position": self.position,
+                "cycles": self.cycles}
+
+    @classmethod
+    def from_json(cls, obj: dict, where: str) -> Point:
+        try:
+            return cls(str(obj["preset"]), CoreParams(**obj["params"]), int(obj["position"]),
+                       int(obj["cycles"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CalibrationError(f"{where}: a point is malformed ({exc})") from None
+
+
+def _objective(points: list[Point], overheads: Overheads) -> float:
+    return sum(p.error(overheads) ** 2 for p in points)
+
+
+def fit_overheads(points: list[Point], start: Overheads = OVERHEADS, *, rounds: int = 6
+                  ) -> Overheads:
+    """Per-operator overheads minimizing the squared relative error over ``points``
+    (coordinate descent with shrinking steps; the model is piecewise linear in them)."""
+    if not points:
+        raise ValueError("fitting needs at least one point")
+    best, score = start, _objective(points, start)
+    for step in (32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5)[:rounds + 1]:
+        improved = True
+        while improved:
+            improved = False
+            for name in Overheads.names():
+                for delta in (step, -step):
+                    value = getattr(best, name) + delta
+                    if value < 0:
+                        continue
+                    candidate = replace(best, **{name: value})
+                    s = _objective(points, candidate)
+                    if s < score - 1e-15:
+                        best, score, improved = candidate, s, True
+    return best
+
+
+@dataclass(frozen=True)
+class Calibration:
+    overheads: Overheads
+    rtl_hash: str
+    rtl_revision: str
+    train: tuple[Point, ...]
+    held_out: tuple[Point, ...]
+
+    def timing(self, preset_or_config, params: CoreParams) -> CoreTiming:
+        config = qwen2_config(preset_or_config) if isinstance(preset_or_config, str) \
+            else preset_or_config
+        return CoreTiming(config, params, self.overheads)
+
+    def to_json(self) -> dict:
+        return {"format": "heteroreason-calibration/1", "rtl_hash": self.rtl_hash,
+                "rtl_revision": self.rtl_revision, "overheads": asdict(self.overheads),
+                "train": [p.to_json() for p in self.train],
+                "held_out": [p.to_json() | {"model_error": self_error(p, self.overheads)}
+                             for p in self.held_out]}
+
+
+def self_error(point: Point, overheads: Overheads) -> float:
+    return round(point.error(overheads), 6)
+
+
+def save_calibration(calibration: Calibration, path: Path = CALIBRATION_FILE) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
+    return path
+
+
+def load_calibration(path: Path = CALIBRATION_FILE, *, check_rtl: bool = True) -> Calibration:
+    """Read a calibration file; with ``check_rtl`` it must come from the installed RTL."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CalibrationError(f"{path}: no calibration file (run scripts/calibrate.py)") \
+            from None
+    except json.JSONDecodeError as exc:
+        raise CalibrationError(f"{path}: not valid JSON ({exc.msg})") from None
+    missing = [k for k in ("format", "rtl_hash", "rtl_revision", "overheads", "train",
+                           "held_out") if k not in obj]
+    if missing:
+        raise CalibrationError(f"{path}: field {missing[0]!r} is missing")
+    if obj["format"] != "heteroreason-calibration/1":
+        raise CalibrationError(f"{path}: field 'format' must be heteroreason-calibration/1, "
+                               f"not {obj['format']!r}")
+    names = set(Overheads.names())
+    got = obj["overheads"]
+    if not isinstance(got, dict) or set(got) != names:
+        raise CalibrationError(f"{path}: field 'overheads' must name exactly "
+                               f"{sorted(names)}")
+    if check_rtl and obj["rtl_hash"] != rtl_hash():
+        raise CalibrationError(
+            f"{path}: calibrated on RTL {obj['rtl_hash'][:12]} (revision "
+            f"{obj['rtl_revision'][:12]}), but the RTL here is {rtl_hash()[:12]}: "
+            "recalibrate with scripts/calibrate.py")
+    overheads = Overheads(**{f.name: float(got[f.name]) for f in fields(Overheads)})
+    return Calibration(overheads, obj["rtl_hash"], obj["rtl_revision"],
+                       tuple(Point.from_json(p, str(path)) for p in obj["train"]),
+                       tuple(Point.from_json(p, str(path)) for p in obj["held_out"]))

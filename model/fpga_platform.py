@@ -1,0 +1,163 @@
+"""FPGA boards (and an edge GPU for comparison), the decoder design chosen for a board, and the
+one-call answer: draft milliseconds per token for a model, a board and a context length.
+
+The design for a board is the :class:`~heteroreason.model.fpga_timing.CoreParams` that decodes
+fastest (by the calibrated timing model) among those whose weight stream fits the board's
+usable HBM bandwidth at its clock and whose estimated resources fit the board. Resources are
+estimated from the parameters (:func:`estimate_resources`: MACs and attention multipliers on
+DSP slices two int8 products each, buffers and the score memory in block RAM, logic scaled from
+the synthesized test-small engine); a full-size synthesis is ``scripts/export_verilog.py
+--synth``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from heteroreason.model.calibration import CALIBRATION_FILE, load_calibration
+from heteroreason.model.fpga_timing import CoreParams, CoreTiming, cycles_to_ms
+from heteroreason.model.qwen2_config import Qwen2Config, qwen2_config
+
+__all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "design_for",
+           "draft_ms_per_token", "edge_gpu_ms_per_token", "estimate_resources", "fpga_board"]
+
+
+@dataclass(frozen=True)
+class Resources:
+    lut: int
+    ff: int
+    dsp: int
+    bram18k: int
+    uram: int
+
+    def fits(self, other: Resources) -> bool:
+        return all(getattr(self, f) <= getattr(other, f) for f in
+                   ("lut", "ff", "dsp", "bram18k", "uram"))
+
+
+@dataclass(frozen=True)
+class FpgaBoard:
+    name: str
+    clock_hz: float
+    hbm_bandwidth_bytes_per_s: float
+    hbm_channels: int
+    usable_fraction: float  # of the peak bandwidth a streaming design sustains
+    resources: Resources
+    power_w: float
+    source: str
+
+    @property
+    def usable_bandwidth_bytes_per_s(self) -> float:
+        return self.hbm_bandwidth_bytes_per_s * self.usable_fraction
+
+
+_U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=960)
+_V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_301)
+BOARDS: dict[str, FpgaBoard] = {b.name: b for b in (
+    FpgaBoard("u280-200", 200e6, 460e9, 32, 0.85, _U280, 45.0,
+              "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); DESIGN §8: 45 W at 200 MHz"),
+    FpgaBoard("u280-300", 300e6, 460e9, 32, 0.85, _U280, 60.0,
+              "Alveo U280 data sheet; DESIGN §8: 60 W at 300 MHz"),
+    FpgaBoard("v80", 300e6, 819e9, 64, 0.85, _V80, 120.0,
+              "Alveo V80 data sheet (HBM2e 32 GB, 819 GB/s); DESIGN §8: 120 W"),
+)}
+
+
+@dataclass(frozen=True)
+class EdgeGpu:
+    """A GPU whose decode is memory bound: bytes per token over the usable bandwidth."""
+
+    name: str
+    memory_bandwidth_bytes_per_s: float
+    usable_fraction: float
+    power_w: float
+    source: str
+
+
+EDGE_GPUS = {g.name: g for g in (
+    EdgeGpu("jetson-orin-nano", 68e9, 0.8, 15.0,
+            "Jetson Orin Nano 8 GB data sheet: LPDDR5 68 GB/s, 7-15 W"),
+)}
+
+
+def fpga_board(name: str) -> FpgaBoard:
+    if name not in BOARDS:
+        raise KeyError(f"unknown board {name!r}; choose one of {', '.join(BOARDS)}")
+    return BOARDS[name]
+
+
+def estimate_resources(config: Qwen2Config, params: CoreParams) -> Resources:
+    """Resources of a DraftEngine for ``config`` with ``params`` (see the module docstring)."""
+    hd, hp = config.head_dim, params.heads_parallel
+    multipliers = params.lanes + 2 * hp * hd  # MVU lanes; score and value products
+    dsp = math.ceil(multipliers / 2) + 60  # two int8 products a DSP; requantizers
+    buffer_bits = params.weight_buffer * params.lanes * 8
+    score_bits = config.max_context * hp * 32
+    bram18k = math.ceil(buffer_bits / 18432) + math.ceil(score_bits / 18432) + 16
+    if not params.external_kv:
+        bram18k += math.ceil(2 * config.layers * config.kv_heads * config.max_context * hd * 8
+                             / 18432)
+    # logic: ~20 k LUTs for the 16-MAC test-small engine, ~60 LUTs per extra multiplier
+    lut = 20_000 + 60 * multipliers
+    return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=0)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def design_for(config: Qwen2Config | str, board: FpgaBoard | str, *,
+               calibration=None) -> CoreParams:
+    """The fastest fitting design for the board (at a 2048-token context)."""
+    config = qwen2_config(config) if isinstance(config, str) else config
+    board = fpga_board(board) if isinstance(board, str) else board
+    calibration = calibration or load_calibration(CALIBRATION_FILE)
+    max_stream = board.usable_bandwidth_bytes_per_s / board.clock_hz
+    group = config.heads // config.kv_heads
+    best = None
+    latency = round(300e-9 * board.clock_hz)  # HBM read latency, ~300 ns
+    for lanes in _divisors(config.hidden):
+        if lanes < 32:
+            continue
+        for stream_bytes in _divisors(lanes):
+            if stream_bytes > max_stream or stream_bytes < lanes // 4:
+                continue
+            params = CoreParams(lanes, stream_bytes, group, 4096, True, latency)
+            if not estimate_resources(config, params).fits(board.resources):
+                continue
+            cycles = CoreTiming(config, params, calibration.overheads).token_cycles(
+                min(2048, config.max_context - 1))
+            if best is None or cycles < best[0]:
+                best = (cycles, params)
+    if best is None:
+        raise ValueError(f"no design for {config.name} fits {board.name}")
+    return best[1]
+
+
+def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context: int, *,
+                       keep_logits: bool = True) -> float:
+    """Draft milliseconds per decode token of ``model`` on ``board`` after ``context`` tokens
+    (the RTL-calibrated timing of the board's design)."""
+    config = qwen2_config(model) if isinstance(model, str) else model
+    board = fpga_board(board) if isinstance(board, str) else board
+    if isinstance(context, bool) or not isinstance(context, int) or \
+            not 0 <= context < config.max_context:
+        raise ValueError(f"context must be in [0, {config.max_context}) for {config.name}, "
+                         f"not {context!r}")
+    calibration = load_calibration(CALIBRATION_FILE)
+    params = design_for(config, board, calibration=calibration)
+    cycles = CoreTiming(config, params, calibration.overheads).token_cycles(
+        context, keep_logits=keep_logits)
+    return cycles_to_ms(cycles, board.clock_hz)
+
+
+def edge_gpu_ms_per_token(model: str | Qwen2Config, gpu: str, context: int) -> float:
+    """Memory-bound decode on an edge GPU: weight and KV bytes over the usable bandwidth."""
+    config = qwen2_config(model) if isinstance(model, str) else model
+    if gpu not in EDGE_GPUS:
+        raise KeyError(f"unknown GPU {gpu!r}; choose one of {', '.join(EDGE_GPUS)}")
+    g = EDGE_GPUS[gpu]
+    counts = config.decode_counts(context)
+    bytes_per_token = counts.weight_bytes + counts.kv_bytes_read + counts.kv_bytes_written
+    return 1000.0 * bytes_per_token / (g.memory_bandwidth_bytes_per_s * g.usable_fraction)

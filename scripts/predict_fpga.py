@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Project the draft model's decode speed on FPGA boards from the RTL-calibrated timing model,
+against the HBM roofline, an edge GPU and the paper's own projection.
+
+    python scripts/predict_fpga.py --out build/predict_fpga.png
+
+For each board: the design chosen (MACs per cycle, stream bytes per cycle, heads in parallel),
+its estimated resources against the board's, and per context length the draft ms/token,
+tokens/s, the HBM roofline (weight and KV bytes per token over the usable bandwidth) and the
+fraction of it reached, and the speed-up over the paper's U280 line (5.74 ms + 0.002464 ms per
+KV token). Writes a plot of ms/token against context length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from heteroreason.model.calibration import CalibrationError
+from heteroreason.model.fpga_platform import (
+    BOARDS,
+    design_for,
+    draft_ms_per_token,
+    edge_gpu_ms_per_token,
+    estimate_resources,
+)
+from heteroreason.model.qwen2_config import PRESETS, qwen2_config
+from heteroreason.model.report import format_table
+
+
+def paper_u280_ms(context: int) -> float:
+    return 5.74 + 0.002464 * context
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-0.5b", choices=sorted(PRESETS))
+    parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
+    parser.add_argument("--contexts", type=int, nargs="+", default=[0, 512, 1024, 2048, 4095])
+    parser.add_argument("--out", type=Path, default=Path("build/predict_fpga.png"))
+    args = parser.parse_args(argv)
+    config = qwen2_config(args.model)
+    bad = [c for c in args.contexts if not 0 <= c < config.max_context]
+    if bad:
+        parser.error(f"--contexts must be in [0, {config.max_context}), not {bad[0]}")
+    try:
+        designs = {b: design_for(config, b) for b in args.boards}
+    except CalibrationError as exc:
+        print(f"predict_fpga: error: {exc}", file=sys.stderr)
+        return 2
+    rows = []
+    for b, params in designs.items():
+        board = BOARDS[b]
+        need = estimate_resources(config, params)
+        have = board.resources
+        rows.append([b, f"{board.clock_hz / 1e6:.0f}", params.lanes, params.stream_bytes,
+                     params.heads_parallel, f"{need.lut:,}/{have.lut:,}",
+                     f"{need.dsp:,}/{have.dsp:,}", f"{need.bram18k:,}/{have.bram18k:,}",
+                     "yes" if need.fits(have) else "NO"])
+    print(format_table(["board", "MHz", "MACs/cycle", "stream B/cycle", "heads ||",
+                        "LUT", "DSP", "BRAM18K", "fits"], rows))
+    rows = []
+    for b in args.boards:
+        board = BOARDS[b]
+        for context in args.contexts:
+            ms = draft_ms_per_token(config, board, context)
+            counts = config.decode_counts(context)
+            roof = 1000.0 * (counts.weight_bytes + counts.kv_bytes_read +
+                             counts.kv_bytes_written) / board.usable_bandwidth_bytes_per_s
+            rows.append([b, context, f"{ms:.3f}", f"{1000 / ms:.0f}", f"{roof:.3f}",
+                         f"{100 * roof / ms:.0f}", f"{paper_u280_ms(context):.3f}",
+                         f"{paper_u280_ms(context) / ms:.2f}"])
+    for context in args.contexts:
+        ms = edge_gpu_ms_per_token(config, "jetson-orin-nano", context)
+        rows.append(["jetson-orin-nano", context, f"{ms:.3f}", f"{1000 / ms:.0f}", "-", "-",
+                     f"{paper_u280_ms(context):.3f}", f"{paper_u280_ms(context) / ms:.2f}"])
+    print(format_table(["device", "context", "ms/token", "tok/s", "roofline ms",
+                        "% of roofline", "paper U280 ms", "speed-up vs paper"], rows))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = list(range(0, min(4096, config.max_context), 128))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for b in args.boards:
+        ax.plot(grid, [draft_ms_per_token(config, b, c) for c in grid], label=f"{b} (RTL model)")
+    ax.plot(grid, [paper_u280_ms(c) for c in grid], "k--", label="paper: U280 300 MHz")
+    ax.plot(grid, [edge_gpu_ms_per_token(config, "jetson-orin-nano", c) for c in grid], ":",
+            label="Jetson Orin Nano (roofline)")
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel("draft ms / token")
+    ax.set_title(f"{config.name} W8A8 draft decode")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

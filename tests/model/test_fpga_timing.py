@@ -1,0 +1,92 @@
+"""The analytic timing model of the decoder core: its structure (stream- or compute-bound where
+the RTL is), its parameters, and the calibration file's checks."""
+
+import json
+
+import pytest
+
+from heteroreason.model.calibration import (
+    Calibration,
+    CalibrationError,
+    Point,
+    fit_overheads,
+    load_calibration,
+    rtl_hash,
+    save_calibration,
+)
+from heteroreason.model.fpga_timing import OVERHEADS, CoreParams, CoreTiming, cycles_to_ms
+from heteroreason.model.qwen2_config import qwen2_config
+
+SMALL = qwen2_config("test-small")
+
+
+def test_fast_macs_hide_everything_but_the_stream():
+    fast = CoreTiming(SMALL, CoreParams(16, 8, 4, 2048, False, 64))
+    beats = fast.weight_stream_beats()
+    assert beats == 55312  # the weight image of test-small in 8-byte beats
+    for position in (16, 512):
+        assert beats < fast.token_cycles(position) < 1.01 * beats
+    # equal rates: the norms and the attention add to the stream, more with context
+    equal = CoreTiming(SMALL, CoreParams(8, 8, 4, 2048, False, 64))
+    assert 1.05 * beats < equal.token_cycles(16) < equal.token_cycles(512)
+
+
+def test_a_small_buffer_exposes_the_compute():
+    big = CoreTiming(SMALL, CoreParams(16, 8, 4, 4096, False, 0)).token_cycles(700)
+    small = CoreTiming(SMALL, CoreParams(16, 8, 4, 16, False, 0)).token_cycles(700)
+    assert small > big * 1.05
+
+
+def test_external_kv_pays_its_latency_per_attention_job():
+    params = dict(lanes=8, stream_bytes=8, heads_parallel=1, weight_buffer=64,
+                  memory_latency_cycles=100)
+    on_chip = CoreTiming(SMALL, CoreParams(**params, external_kv=False)).token_cycles(10)
+    outside = CoreTiming(SMALL, CoreParams(**params, external_kv=True)).token_cycles(10)
+    assert outside - on_chip == pytest.approx(SMALL.layers * SMALL.heads * 100, rel=0.05)
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match=r"stream_bytes \(3\) must divide lanes \(8\)"):
+        CoreParams(8, 3)
+    with pytest.raises(ValueError, match="lanes must be a positive integer"):
+        CoreParams(0, 1)
+    with pytest.raises(ValueError, match=r"heads_parallel \(3\) must divide"):
+        CoreTiming(SMALL, CoreParams(8, 8, 3))
+    with pytest.raises(ValueError, match=r"position must be in \[0, 1024\)"):
+        CoreTiming(SMALL, CoreParams(8, 8)).token_cycles(1024)
+    with pytest.raises(ValueError, match="clock_hz must be positive"):
+        cycles_to_ms(10, 0)
+    assert cycles_to_ms(300_000, 300e6) == pytest.approx(1.0)
+
+
+def test_fit_recovers_overheads_from_model_points():
+    truth = OVERHEADS.__class__(**{**vars(OVERHEADS), "norm": 70.0, "attention_job": 9.0})
+    points = []
+    for lanes, stream, pos in ((8, 8, 16), (8, 8, 900), (16, 8, 700), (8, 4, 300)):
+        params = CoreParams(lanes, stream, 2, 32, False, 10)
+        cycles = round(CoreTiming(SMALL, params, truth).token_cycles(pos))
+        points.append(Point("test-small", params, pos, cycles))
+    fitted = fit_overheads(points)
+    assert max(abs(p.error(fitted)) for p in points) < 0.002
+
+
+def test_calibration_file_checks(tmp_path):
+    point = Point("test-tiny", CoreParams(8, 8), 5, 10_000)
+    good = Calibration(OVERHEADS, rtl_hash(), "abc", (point,), (point,))
+    path = save_calibration(good, tmp_path / "c.json")
+    assert load_calibration(path).overheads == OVERHEADS
+    obj = json.loads(path.read_text())
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
+    with pytest.raises(CalibrationError, match=r"recalibrate with scripts/calibrate\.py"):
+        load_calibration(stale)
+    missing = tmp_path / "missing.json"
+    missing.write_text(json.dumps({k: v for k, v in obj.items() if k != "overheads"}))
+    with pytest.raises(CalibrationError, match="field 'overheads' is missing"):
+        load_calibration(missing)
+    with pytest.raises(CalibrationError, match="no calibration file"):
+        load_calibration(tmp_path / "nope.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(CalibrationError, match="not valid JSON"):
+        load_calibration(broken)
