@@ -207,3 +207,30 @@ async def scenario(dut):
     if out:
         with open(out, "w") as f:
             json.dump(record, f)
+
+
+@cocotb.test()
+async def out_of_vocab_host_token(dut):
+    """A host token id beyond the vocabulary is consumed unprocessed and sets ``bad_token``;
+    INIT and valid tokens then draft as usual."""
+    tb = EngineTB(dut, name="out_of_vocab_host_token")
+    vocab = tb.model.config.vocab
+    width = tb.engine.signature.members["host"].signature.members["payload"].shape["token"]
+    tb.check(vocab < 2 ** width.shape, f"every id fits the {width.shape}-bit token field")
+    await tb.reset()
+    tb.host.send(is_token=0, op=Op.INIT, pos=0)
+    tb.host.send(is_token=1, token=vocab, last=0)
+    await tb.run_until(lambda: not tb.host.busy, limit=1000, what="the bad token taken")
+    for _ in range(20):
+        await tb.step()
+    tb.check(int(dut.bad_token.value) == 1, "bad_token not set")
+    tb.check(int(dut.tokens.value) == 0, "the bad token reached the decoder")
+    tb.check(Error(int(dut.error.value)) == Error.NONE, "the KVMU saw an error")
+    tb.context.clear()
+    tb.host_tokens = 0
+    tb.host.send(is_token=0, op=Op.INIT, pos=0)
+    tb.send_tokens([5, 77])
+    await tb.run_until(lambda: len(tb.drafts) >= 2, limit=3 * tb.token_limit,
+                       what="drafting after the recovery")
+    tb.check(int(dut.bad_token.value) == 1, "bad_token is sticky")
+    tb.log.info("bad token flagged; %d drafts matched after INIT", len(tb.drafts))

@@ -109,3 +109,11 @@ def test_full_size_layer_token():
     run_core({"preset": "test-0.5b-layer", "seed": 1, "lanes": 128, "stream_bytes": 64,
               "heads_parallel": 7, "weight_buffer": 2048}, {"HR_LATENCY": "64"}, [5, 77], 0,
              seed=4)
+
+
+def test_out_of_vocab_host_token_sets_the_status():
+    result = run_cocotb("draft_engine", "heteroreason.sim.tb.engine_tb",
+                        params={"preset": "test-deep", "seed": 1, "capacity": 64, "lanes": 32,
+                                "stream_bytes": 32, "heads_parallel": 2, "weight_buffer": 256},
+                        testcase="out_of_vocab_host_token", seed=7)
+    assert (result.tests, result.failed) == (1, 0)
