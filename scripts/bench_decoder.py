@@ -38,19 +38,36 @@ CONFIGS = {
 }
 
 
-def bench(config: dict, contexts: list[int], *, latency: int, stall: float) -> list[dict]:
+OPERATORS = ["embed", "norm", "q_proj", "k_proj", "v_proj", "rope_q", "rope_k", "kv_write",
+             "attention", "o_proj", "norm", "gate_proj", "silu_table", "up_proj", "down_proj",
+             "final norm", "lm_head", "end"]
+
+
+def bench(config: dict, contexts: list[int], *, latency: int, stall: float,
+          waves: bool = False) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         log = Path(tmp) / "sim.log"
         result = run_cocotb(
             "decoder_core", "heteroreason.sim.tb.core_tb", params=config, testcase="token_timing",
-            seed=1, log_file=log,
+            seed=1, log_file=log, waves=waves,
             extra_env={"HR_POSITIONS": ",".join(map(str, contexts)), "HR_LATENCY": str(latency),
                        "HR_STALL": str(stall), "HR_RESULT": str(out)})
         if result.failed or not out.exists():
             sys.stderr.write(log.read_text()[-4000:])
             raise SystemExit(f"bench_decoder: the simulation failed ({result.build_dir})")
-        return json.loads(out.read_text())
+        rows = json.loads(out.read_text())
+    if waves:
+        from heteroreason.sim.waves import core_activity
+
+        print(f"waves: {result.waves}", file=sys.stderr)
+        for row, token in zip(rows, core_activity(result.waves), strict=True):
+            per_op: dict[str, int] = {}
+            for pc, _, _, cycles in token.operators:
+                name = OPERATORS[pc] if pc < len(OPERATORS) else f"op{pc}"
+                per_op[name] = per_op.get(name, 0) + cycles
+            row["operators"] = per_op
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="KV positions of the timed token (its attention spans pos + 1)")
     parser.add_argument("--latency", type=int, default=64,
                         help="memory latency in cycles (default 64)")
+    parser.add_argument("--waves", action="store_true",
+                        help="record a VCD and print each token's cycles per operator from it")
     parser.add_argument("--stall", type=float, default=0.0,
                         help="probability a memory cycle has no beat (default 0)")
     args = parser.parse_args(argv)
@@ -77,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.config:
         config = CONFIGS[name]
         start = time.monotonic()
-        results = bench(config, args.context, latency=args.latency, stall=args.stall)
+        results = bench(config, args.context, latency=args.latency, stall=args.stall,
+                        waves=args.waves)
+        for r in results:
+            if "operators" in r:
+                print(f"{name} position {r['position']}: " + ", ".join(
+                    f"{k} {v}" for k, v in r["operators"].items()))
         wall = time.monotonic() - start
         for r in results:
             idle = r["cycles"] - r["stream_beats"]
