@@ -4,10 +4,10 @@ one-call answer: draft milliseconds per token for a model, a board and a context
 The design for a board is the :class:`~heteroreason.model.fpga_timing.CoreParams` that decodes
 fastest (by the calibrated timing model) among those whose weight stream fits the board's
 usable HBM bandwidth at its clock and whose estimated resources fit the board. Resources are
-estimated from the parameters (:func:`estimate_resources`: MACs and attention multipliers on
-DSP slices two int8 products each, buffers and the score memory in block RAM, logic scaled from
-the synthesized test-small engine); a full-size synthesis is ``scripts/export_verilog.py
---synth``.
+estimated from the parameters (:func:`estimate_resources`: a DSP slice per MAC lane and
+attention multiplier, buffers and the score memory in block RAM, logic per multiplier, with
+coefficients from the synthesized test-small engine); a synthesis of a given design is
+``scripts/export_verilog.py --synth``.
 """
 
 from __future__ import annotations
@@ -91,15 +91,16 @@ def estimate_resources(config: Qwen2Config, params: CoreParams) -> Resources:
     """Resources of a DraftEngine for ``config`` with ``params`` (see the module docstring)."""
     hd, hp = config.head_dim, params.heads_parallel
     multipliers = params.lanes + 2 * hp * hd  # MVU lanes; score and value products
-    dsp = math.ceil(multipliers / 2) + 60  # two int8 products a DSP; requantizers
+    # coefficients from the synthesized test-small engine (16 MACs, 4 heads of 16: LUT 20,179,
+    # DSP 199, BRAM18K 78): Yosys maps each int8 product to a DSP slice
+    dsp = multipliers + 55
     buffer_bits = params.weight_buffer * params.lanes * 8
     score_bits = config.max_context * hp * 32
-    bram18k = math.ceil(buffer_bits / 18432) + math.ceil(score_bits / 18432) + 16
+    bram18k = math.ceil(buffer_bits / 18432) + math.ceil(score_bits / 18432) + 5
     if not params.external_kv:
         bram18k += math.ceil(2 * config.layers * config.kv_heads * config.max_context * hd * 8
                              / 18432)
-    # logic: ~20 k LUTs for the 16-MAC test-small engine, ~60 LUTs per extra multiplier
-    lut = 20_000 + 60 * multipliers
+    lut = 11_500 + 60 * multipliers
     return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=0)
 
 
