@@ -41,9 +41,9 @@ def run_scenario(scenario, delimiter, eos, params, env, *, seed, tmp_path):
     return json.loads(result_file.read_text())
 
 
-ENGINE_A = {"preset": "test-tiny", "seed": 1, "capacity": 128, "lanes": 16, "stream_bytes": 8,
+ENGINE_A = {"preset": "test-tiny", "seed": 1, "capacity": 128, "lanes": 32, "stream_bytes": 16,
             "heads_parallel": 2, "weight_buffer": 256}
-ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 8, "stream_bytes": 8,
+ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 16, "stream_bytes": 16,
             "heads_parallel": 1, "weight_buffer": 32, "param_buffer": 16, "external_kv": 1}
 
 

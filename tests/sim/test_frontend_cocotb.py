@@ -33,5 +33,5 @@ def test_frontend_icarus(icarus):
 @pytest.mark.parametrize("seed", range(100, 103))
 def test_frontend_long(simulator, seed):
     result = run_cocotb("kv_frontend", TB, params=PARAMS, simulator=simulator, seed=seed,
-                        extra_env={"HR_RANDOM_EVENTS": "40000"})
+                        extra_env={"HR_RANDOM_EVENTS": "20000"})
     assert (result.tests, result.failed) == (TESTS_PER_RUN, 0)

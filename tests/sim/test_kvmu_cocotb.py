@@ -32,5 +32,5 @@ def test_kvmu_icarus(icarus):
 @pytest.mark.parametrize("seed", range(100, 104))
 def test_kvmu_long(simulator, seed):
     result = run_cocotb("kvmu", TB, params={"capacity": 48}, simulator=simulator, seed=seed,
-                        extra_env={"HR_RANDOM_EVENTS": "40000"})
+                        extra_env={"HR_RANDOM_EVENTS": "20000"})
     assert (result.tests, result.failed) == (TESTS_PER_RUN, 0)

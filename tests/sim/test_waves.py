@@ -28,7 +28,7 @@ def test_decoder_waveform_agrees_with_the_counters(tmp_path):
     out = tmp_path / "timing.json"
     result = run_cocotb(
         "decoder_core", "heteroreason.sim.tb.core_tb",
-        params={"preset": "test-tiny", "lanes": 16, "stream_bytes": 8, "heads_parallel": 2,
+        params={"preset": "test-tiny", "lanes": 32, "stream_bytes": 32, "heads_parallel": 2,
                 "weight_buffer": 64},
         testcase="token_timing", seed=1, waves=True,
         extra_env={"HR_POSITIONS": "5,40", "HR_LATENCY": "10", "HR_RESULT": str(out)})
