@@ -104,21 +104,12 @@ class Calibration:
     train: tuple[Point, ...]
     held_out: tuple[Point, ...]
 
-    def timing(self, preset_or_config, params: CoreParams) -> CoreTiming:
-        config = qwen2_config(preset_or_config) if isinstance(preset_or_config, str) \
-            else preset_or_config
-        return CoreTiming(config, params, self.overheads)
-
     def to_json(self) -> dict:
         return {"format": "heteroreason-calibration/1", "rtl_hash": self.rtl_hash,
                 "rtl_revision": self.rtl_revision, "overheads": asdict(self.overheads),
                 "train": [p.to_json() for p in self.train],
-                "held_out": [p.to_json() | {"model_error": self_error(p, self.overheads)}
+                "held_out": [p.to_json() | {"model_error": round(p.error(self.overheads), 6)}
                              for p in self.held_out]}
-
-
-def self_error(point: Point, overheads: Overheads) -> float:
-    return round(point.error(overheads), 6)
 
 
 def save_calibration(calibration: Calibration, path: Path = CALIBRATION_FILE) -> Path:

@@ -12,6 +12,7 @@ coefficients from the synthesized test-small engine); a synthesis of a given des
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -113,7 +114,17 @@ def design_for(config: Qwen2Config | str, board: FpgaBoard | str, *,
     """The fastest fitting design for the board (at a 2048-token context)."""
     config = qwen2_config(config) if isinstance(config, str) else config
     board = fpga_board(board) if isinstance(board, str) else board
-    calibration = calibration or load_calibration(CALIBRATION_FILE)
+    calibration = calibration or _committed_calibration()
+    return _fastest_fitting(config, board, calibration.overheads)
+
+
+@functools.cache
+def _committed_calibration():
+    return load_calibration(CALIBRATION_FILE)
+
+
+@functools.cache
+def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> CoreParams:
     max_stream = board.usable_bandwidth_bytes_per_s / board.clock_hz
     group = config.heads // config.kv_heads
     best = None
@@ -127,7 +138,7 @@ def design_for(config: Qwen2Config | str, board: FpgaBoard | str, *,
             params = CoreParams(lanes, stream_bytes, group, 4096, True, latency)
             if not estimate_resources(config, params).fits(board.resources):
                 continue
-            cycles = CoreTiming(config, params, calibration.overheads).token_cycles(
+            cycles = CoreTiming(config, params, overheads).token_cycles(
                 min(2048, config.max_context - 1))
             if best is None or cycles < best[0]:
                 best = (cycles, params)
@@ -146,7 +157,7 @@ def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context
             not 0 <= context < config.max_context:
         raise ValueError(f"context must be in [0, {config.max_context}) for {config.name}, "
                          f"not {context!r}")
-    calibration = load_calibration(CALIBRATION_FILE)
+    calibration = _committed_calibration()
     params = design_for(config, board, calibration=calibration)
     cycles = CoreTiming(config, params, calibration.overheads).token_cycles(
         context, keep_logits=keep_logits)

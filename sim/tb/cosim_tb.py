@@ -38,7 +38,7 @@ class CosimTB(EngineTB):
         self.inbox: deque[tuple[int, int, int]] = deque()
         self.commands: list[list] = []  # [cycle, command, pos, mode it led to]
         self.modes: list[list] = []  # [cycle, mode] at each change
-        self._unconfirmed: list[list] = []  # commands whose mode has not been seen yet
+        self.unconfirmed: list[list] = []  # commands whose mode has not been seen yet
         self.started = False
         self.span_pending = False  # the last step handed over was submitted for verification
         self.last_context: list[int] = []
@@ -55,7 +55,7 @@ class CosimTB(EngineTB):
             op = Op(message["op"])
             command = [self.cycle, op.name.lower(), message["pos"], None]
             self.commands.append(command)
-            self._unconfirmed.append(command)
+            self.unconfirmed.append(command)
             if op in (Op.INIT, Op.REJECT):
                 self.inbox.clear()  # drafts reported before it are stale
 
@@ -65,10 +65,10 @@ class CosimTB(EngineTB):
         if not self.modes or self.modes[-1][1] != mode.name:
             self.modes.append([self.cycle, mode.name])
         # a command takes the KVMU to its mode within a few cycles of its transfer
-        for command in list(self._unconfirmed):
+        for command in list(self.unconfirmed):
             if self.cycle > command[0] and mode == EXPECTED_MODE[command[1]]:
                 command[3] = mode.name
-                self._unconfirmed.remove(command)
+                self.unconfirmed.remove(command)
             elif self.cycle > command[0] + 3:
                 self.fail(f"{command[1]} at cycle {command[0]} did not lead to mode "
                           f"{EXPECTED_MODE[command[1]].name} (now {mode.name})")
@@ -157,7 +157,7 @@ async def brsd_with_rtl_draft(dut):
     traces = await bridge(run)()
     for _ in range(4):
         await tb.step()
-    tb.check(not tb._unconfirmed, f"commands without their mode: {tb._unconfirmed}")
+    tb.check(not tb.unconfirmed, f"commands without their mode: {tb.unconfirmed}")
     record = {"traces": [trace_to_json(t) for t in traces], "chains": chains,
               "commands": tb.commands,
               "modes": tb.modes, "drafts": len(tb.drafts), "draft_calls": draft.calls,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from heteroreason.model.decode_schedule import DecodeSchedule
+from heteroreason.sim.tb.streams import Payload
 
 __all__ = ["HbmChannel", "KvMemory", "packed_param_beats", "packed_weight_beats"]
 
@@ -126,8 +127,6 @@ class KvMemory:
 
     def __init__(self, dut, store_layout, *, rows: int, rng: random.Random, latency: int = 0,
                  stall: float = 0.0, unwritten_reads_zero: bool = False):
-        from heteroreason.sim.tb.streams import Payload
-
         self._valid = dut.kv_store__valid
         self._ready = dut.kv_store__ready
         self._data = dut.kv_store__payload
