@@ -13,15 +13,18 @@ coefficients from the synthesized test-small engine); a synthesis of a given des
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
 from heteroreason.model.calibration import CALIBRATION_FILE, load_calibration
+from heteroreason.model.device_timing import LlmTiming
 from heteroreason.model.fpga_timing import CoreParams, CoreTiming, cycles_to_ms
 from heteroreason.model.qwen2_config import Qwen2Config, qwen2_config
 
 __all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "design_for",
-           "draft_ms_per_token", "edge_gpu_ms_per_token", "estimate_resources", "fpga_board"]
+           "draft_ms_per_token", "draft_timing", "edge_gpu_ms_per_token", "estimate_resources",
+           "fpga_board"]
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,10 @@ def fpga_board(name: str) -> FpgaBoard:
 
 def estimate_resources(config: Qwen2Config, params: CoreParams) -> Resources:
     """Resources of a DraftEngine for ``config`` with ``params`` (see the module docstring)."""
-    hd, hp = config.head_dim, params.heads_parallel
-    multipliers = params.lanes + 2 * hp * hd  # MVU lanes; score and value products
+    hd, hp, v = config.head_dim, params.heads_parallel, params.vector_width
+    # MVU lanes; score and value products; per extra vector lane a squarer (RMSNorm), a phase
+    # and two rotation products (RoPE), and an output requantizer (attention, ~4 slices)
+    multipliers = params.lanes + 2 * hp * hd + 8 * (v - 1)
     # coefficients from the synthesized test-small engine (16 MACs, 4 heads of 16: LUT 20,179,
     # DSP 199, BRAM18K 78): Yosys maps each int8 product to a DSP slice
     dsp = multipliers + 55
@@ -127,24 +132,29 @@ def _committed_calibration():
 def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> CoreParams:
     max_stream = board.usable_bandwidth_bytes_per_s / board.clock_hz
     group = config.heads // config.kv_heads
-    best = None
+    candidates = []
     latency = round(300e-9 * board.clock_hz)  # HBM read latency, ~300 ns
+    widths = [v for v in (1, 2, 4, 8, 16, 32)
+              if config.ffn % v == 0 and (config.head_dim // 2) % v == 0]
     for lanes in _divisors(config.hidden):
         if lanes < 32:
             continue
-        for stream_bytes in _divisors(lanes):
-            if stream_bytes > max_stream or stream_bytes < lanes // 4:
+        for stream_bytes, v, buffer in itertools.product(_divisors(lanes), widths, (512, 4096)):
+            if stream_bytes > max_stream or stream_bytes < lanes // 4 or lanes % v:
                 continue
-            params = CoreParams(lanes, stream_bytes, group, 4096, True, latency)
-            if not estimate_resources(config, params).fits(board.resources):
+            params = CoreParams(lanes, stream_bytes, group, buffer, True, latency, v)
+            resources = estimate_resources(config, params)
+            if not resources.fits(board.resources):
                 continue
             cycles = CoreTiming(config, params, overheads).token_cycles(
                 min(2048, config.max_context - 1))
-            if best is None or cycles < best[0]:
-                best = (cycles, params)
-    if best is None:
+            candidates.append((cycles, resources.bram18k, resources.dsp, params))
+    if not candidates:
         raise ValueError(f"no design for {config.name} fits {board.name}")
-    return best[1]
+    # the fastest; of the designs within 0.1 % of it, the one with the fewest block RAMs and
+    # DSP slices
+    fastest = min(c[0] for c in candidates)
+    return min((c for c in candidates if c[0] <= fastest * 1.001), key=lambda c: c[1:3])[3]
 
 
 def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context: int, *,
@@ -162,6 +172,34 @@ def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context
     cycles = CoreTiming(config, params, calibration.overheads).token_cycles(
         context, keep_logits=keep_logits)
     return cycles_to_ms(cycles, board.clock_hz)
+
+
+@functools.cache
+def draft_timing(board: str, model: str = "qwen2.5-0.5b") -> LlmTiming:
+    """The board's RTL-calibrated draft timing in the scheduler's form: decode and KV slope
+    from a least-squares line through :func:`draft_ms_per_token` at 64 contexts over the
+    model's range, the ingest (shadow-synchronisation) cost from the token without its LM head
+    (see :class:`~heteroreason.model.device_timing.LlmTiming`), over contexts up to 4096. The
+    line is exact where the design is compute bound (its attention is linear in the context);
+    its largest deviation from the timing model is stated in ``source``."""
+    config = qwen2_config(model)
+    fpga_board(board)
+    last = min(config.max_context, 4096) - 1
+    contexts = [round(k * last / 63) for k in range(64)]
+    ms = [draft_ms_per_token(config, board, n) for n in contexts]
+    mean_n, mean_ms = sum(contexts) / 64, sum(ms) / 64
+    slope = sum((n - mean_n) * (t - mean_ms) for n, t in zip(contexts, ms, strict=True)) / \
+        sum((n - mean_n) ** 2 for n in contexts)
+    intercept = mean_ms - slope * mean_n
+    worst = max(abs(intercept + slope * n - t) / t for n, t in zip(contexts, ms, strict=True))
+    head_ms = ms[0] - draft_ms_per_token(config, board, 0, keep_logits=False)  # the LM head
+    # a token at context n attends to kv = n + 1 entries, itself included: the scheduler's
+    # convention (LlmTiming.decode_ms)
+    return LlmTiming(f"fpga/rtl-{board}", config.name, board,
+                     decode_ms_per_token=intercept - slope, decode_ms_per_kv_token=slope,
+                     ingest_ms_per_token=intercept - slope - head_ms,
+                     source=f"RTL-calibrated timing model, design {design_for(config, board)}; "
+                            f"line fit within {100 * worst:.2f} %")
 
 
 def edge_gpu_ms_per_token(model: str | Qwen2Config, gpu: str, context: int) -> float:

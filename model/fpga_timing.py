@@ -4,12 +4,14 @@ operator by operator as the RTL runs them, with constants fitted from RTL simula
 
 One token is the RTL's operator sequence — embedding; per layer norm, q/k/v, RoPE of q and k,
 KV write, attention, o, norm, gate, SiLU table, up (with SwiGLU), down; final norm; LM head when
-the logits are kept — each with the cycles its unit needs (elements, rows x beats, ``3 T`` per
-attention job, ...) plus a fitted per-operator overhead. The weight stream is modelled as the RTL
-has it: after the request latency it delivers one stream beat a cycle into a prefetch buffer
-(``weight_buffer`` matrix-vector beats) until the buffer is full; a matrix-vector operator takes
-``lanes // stream_bytes`` stream beats a cycle while the buffer has them, and waits on the stream
-when it does not. So the model is stream-bound or compute-bound exactly where the RTL is.
+the logits are kept — each with the cycles its unit needs (scratchpad rows of ``vector_width``
+elements on the vector paths, one a cycle where each element needs its own parameter, rows x
+beats, ``3 T`` per attention job, ...) plus a fitted per-operator overhead. The weight stream
+is modelled as the RTL has it: after the request latency it delivers one stream beat a cycle
+into a prefetch buffer (``weight_buffer`` matrix-vector beats) until the buffer is full; a
+matrix-vector operator takes ``lanes // stream_bytes`` stream beats a cycle while the buffer has
+them, and waits on the stream when it does not. So the model is stream-bound or compute-bound
+exactly where the RTL is.
 
 All times are cycles; :meth:`CoreTiming.token_cycles` is the one entry point, and
 :func:`cycles_to_ms` turns cycles into milliseconds at a clock.
@@ -35,15 +37,20 @@ class CoreParams:
     weight_buffer: int = 1024
     external_kv: bool = False
     memory_latency_cycles: int = 0
+    vector_width: int = 1
 
     def __post_init__(self):
-        for name in ("lanes", "stream_bytes", "heads_parallel", "weight_buffer"):
+        for name in ("lanes", "stream_bytes", "heads_parallel", "weight_buffer", "vector_width"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
         if self.lanes % self.stream_bytes:
             raise ValueError(f"stream_bytes ({self.stream_bytes}) must divide lanes "
                              f"({self.lanes})")
+        v = self.vector_width
+        if v & (v - 1) or self.lanes % v:
+            raise ValueError(f"vector_width must be a power of two that divides lanes "
+                             f"({self.lanes}), not {v!r}")
         if isinstance(self.memory_latency_cycles, bool) or \
                 not isinstance(self.memory_latency_cycles, int) or self.memory_latency_cycles < 0:
             raise ValueError("memory_latency_cycles must be a non-negative integer, not "
@@ -85,6 +92,10 @@ def _check_config(config: Qwen2Config, params: CoreParams) -> None:
     if group % params.heads_parallel:
         raise ValueError(f"heads_parallel ({params.heads_parallel}) must divide the query heads "
                          f"per KV head ({group})")
+    v = params.vector_width
+    if config.ffn % v or (config.head_dim // 2) % v:
+        raise ValueError(f"vector_width ({v}) must divide the FFN size ({config.ffn}) and half "
+                         f"the head size ({config.head_dim // 2})")
 
 
 @dataclass(frozen=True)
@@ -106,31 +117,32 @@ class CoreTiming:
                 not 0 <= position < c.max_context:
             raise ValueError(f"position must be in [0, {c.max_context}) (the model's context), "
                              f"not {position!r}")
-        lanes, hd = p.lanes, c.head_dim
+        lanes, hd, v = p.lanes, c.head_dim, p.vector_width
 
         def beats(cols):
             return -(-cols // lanes)
 
-        def load(cols):
-            return cols + beats(cols) + o.vector_load
+        def load(cols):  # a scratchpad row a cycle, then the beat handed over
+            return beats(cols) * (lanes // v + 1) + o.vector_load
 
+        norm = c.hidden // v + c.hidden + o.norm  # rows in, elements out
         length = position + 1
         jobs = c.heads // p.heads_parallel
-        attention = jobs * (p.heads_parallel * (hd + 1) + 3 * length + p.heads_parallel * hd
-                            + o.attention_job)
+        attention = jobs * (p.heads_parallel * (hd // v + 1) + 3 * length
+                            + p.heads_parallel * hd // v + o.attention_job)
         if p.external_kv:
             attention += jobs * p.memory_latency_cycles
         layer = [
-            ("norm", 2 * c.hidden + o.norm, 0),
+            ("norm", norm, 0),
             ("q_proj", load(c.hidden), c.q_dim * beats(c.hidden)),
             ("k_proj", o.vector_load, c.kv_dim * beats(c.hidden)),
             ("v_proj", o.vector_load, c.kv_dim * beats(c.hidden)),
-            ("rope_q", c.heads * hd + o.rope, 0),
-            ("rope_k", c.kv_heads * hd + o.rope, 0),
-            ("kv_write", c.kv_heads * (2 * hd + 1) + o.kv_write, 0),
+            ("rope_q", 2 * c.heads * hd // v + o.rope, 0),  # each head in, then out
+            ("rope_k", 2 * c.kv_heads * hd // v + o.rope, 0),
+            ("kv_write", c.kv_heads * (2 * hd // v + 1) + o.kv_write, 0),
             ("attention", attention, 0),
             ("o_proj", load(c.q_dim), c.hidden * beats(c.q_dim)),
-            ("norm", 2 * c.hidden + o.norm, 0),
+            ("norm", norm, 0),
             ("gate_proj", load(c.hidden), c.ffn * beats(c.hidden)),
             ("silu_table", 256 + o.silu_table, 0),
             ("up_proj", o.vector_load, c.ffn * beats(c.hidden)),
@@ -138,7 +150,7 @@ class CoreTiming:
         ]
         ops = [("embed", c.hidden + beats(c.hidden) + o.embed, 0)]
         ops += layer * c.layers
-        ops.append(("norm", 2 * c.hidden + o.norm, 0))
+        ops.append(("norm", norm, 0))
         if keep_logits:
             ops.append(("lm_head", load(c.hidden), c.vocab * beats(c.hidden)))
         return ops

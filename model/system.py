@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, replace
 
 from heteroreason.model.device_timing import LlmTiming, timing
 from heteroreason.model.energy import DevicePower, power
+from heteroreason.model.fpga_platform import BOARDS, draft_timing
 from heteroreason.model.link import LinkConfig, link
 from heteroreason.model.qwen2_config import Qwen2Config, qwen2_config
 
@@ -69,13 +71,21 @@ class SystemConfig:
     fpga_system_w: float
     kv_bytes_per_element: float = 2.0
 
-    def with_fpga(self, fpga: LlmTiming) -> SystemConfig:
-        return replace(self, fpga=fpga)
+    def with_fpga(self, fpga: LlmTiming, fpga_power: DevicePower | None = None) -> SystemConfig:
+        return replace(self, fpga=fpga, fpga_power=fpga_power or self.fpga_power)
 
 
+def _rtl_draft(board: str) -> tuple[LlmTiming, DevicePower]:
+    b = BOARDS[board]
+    return draft_timing(board), DevicePower(board, b.power_w, b.power_w, b.source)
+
+
+# the FPGA draft models a configuration can run with (timing and board power): the artifact
+# simulator's coefficients, or the RTL-calibrated timing of this project's decoder on a board
 FPGA_MODELS = {
     "artifact": None,  # the configuration's own: the artifact simulator's U280 coefficients
-    "v80": "fpga/artifact-v80",
+    "v80": lambda: (timing("fpga/artifact-v80"), power("v80")),
+    **{f"rtl-{board}": functools.partial(_rtl_draft, board) for board in BOARDS},
 }
 
 DRAFT_MODEL = qwen2_config("qwen2.5-0.5b")
@@ -104,5 +114,5 @@ def system_config(name: str, *, fpga: str | None = None) -> SystemConfig:
             raise ValueError(f"unknown FPGA model {fpga!r}; choose one of "
                              f"{', '.join(FPGA_MODELS)}")
         if FPGA_MODELS[fpga] is not None:
-            config = config.with_fpga(timing(FPGA_MODELS[fpga]))
+            config = config.with_fpga(*FPGA_MODELS[fpga]())
     return config

@@ -3,7 +3,19 @@ every decoder unit): ``rshift_round`` and ``sat`` of :mod:`heteroreason.model.qw
 
 from amaranth.hdl import Const, Signal, signed, unsigned
 
-__all__ = ["requantize", "round_shift", "saturate"]
+__all__ = ["requantize", "round_shift", "saturate", "tree_sum"]
+
+
+def tree_sum(terms):
+    """The sum of ``terms`` as a balanced tree of adders (depth ``log2(len(terms))``; a chain
+    of ``sum`` would be as deep as the terms are many)."""
+    terms = list(terms)
+    if not terms:
+        raise ValueError("tree_sum needs at least one term")
+    while len(terms) > 1:
+        terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k]
+                 for k in range(0, len(terms), 2)]
+    return terms[0]
 
 
 def round_shift(m, value, shift):

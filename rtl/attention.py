@@ -6,7 +6,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.qwen2_int8 import EXP
-from heteroreason.rtl.arith import requantize
+from heteroreason.rtl.arith import requantize, tree_sum
 from heteroreason.rtl.compare import equals
 
 __all__ = ["Attention", "kv_memory_ports"]
@@ -43,8 +43,8 @@ class Attention(wiring.Component):
     computes the ``T`` scores (``heads`` dot products of ``head_dim`` a cycle, one cache row
     read), their table exponentials and sums, the rows' reciprocals by restoring dividers, the
     probability-weighted sums of the values (``heads * head_dim`` accumulators, one cache row a
-    cycle), and emits ``heads * head_dim`` int8 outputs, head by head (``last`` on the job's
-    final one).
+    cycle), and emits ``heads * head_dim`` int8 outputs, head by head, ``width`` a beat (``last``
+    on the job's final beat).
 
     Parameters
     ----------
@@ -53,13 +53,15 @@ class Attention(wiring.Component):
         Query heads per job (grouped-query attention: heads that share the KV head).
     external_kv : bool
         Keep the KV cache behind the memory ports instead of on chip.
+    width : int
+        Outputs per ``out`` beat; must divide ``head_dim``.
 
     Members
     -------
     kv_write : In(stream.Signature(layer, kv_head, pos, k, v))
     cmd : In(stream.Signature(layer, kv_head, length, exp_mult, exp_shift, out_mult, out_shift))
     q : In(stream.Signature(ArrayLayout(signed(8), head_dim)))
-    out : Out(stream.Signature(StructLayout value signed(8), last))
+    out : Out(stream.Signature(StructLayout value ArrayLayout(signed(8), width), last))
     kv_store : Out(stream.Signature(StructLayout addr, k, v))
         Only with ``external_kv``; row ``(layer * kv_heads + kv_head) * max_context + pos``.
     k_req, v_req : Out(stream.Signature(StructLayout addr, count))
@@ -68,19 +70,22 @@ class Attention(wiring.Component):
 
     Latency
     -------
-    ``3 T + 48 + heads * head_dim`` cycles from the last query beat to the last output (plus
-    output stalls).
+    ``3 T + 48 + heads * head_dim / width`` cycles from the last query beat to the last output
+    (plus output stalls).
 
     Throughput
     ----------
     ``heads * head_dim`` MACs a cycle in the score and weighted-sum passes.
     """
 
-    def __init__(self, *, head_dim, kv_heads, layers, max_context, heads=1, external_kv=False):
+    def __init__(self, *, head_dim, kv_heads, layers, max_context, heads=1, external_kv=False,
+                 width=1):
         for name, value in (("head_dim", head_dim), ("kv_heads", kv_heads), ("layers", layers),
-                            ("max_context", max_context), ("heads", heads)):
+                            ("max_context", max_context), ("heads", heads), ("width", width)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
+        if head_dim % width:
+            raise ValueError(f"width ({width}) must divide head_dim ({head_dim})")
         if max_context > 2**16:
             raise ValueError(f"max_context must be at most 65536, not {max_context}")
         self._head_dim = head_dim
@@ -89,6 +94,7 @@ class Attention(wiring.Component):
         self._max_context = max_context
         self._heads = heads
         self._external_kv = bool(external_kv)
+        self._width = width
         row = data.ArrayLayout(signed(8), head_dim)
         rows = layers * kv_heads * max_context
         ports = kv_memory_ports(head_dim=head_dim, rows=rows, max_context=max_context) if \
@@ -103,7 +109,8 @@ class Attention(wiring.Component):
                 "exp_mult": unsigned(31), "exp_shift": unsigned(6),
                 "out_mult": unsigned(31), "out_shift": unsigned(6)}))),
             "q": In(stream.Signature(row)),
-            "out": Out(stream.Signature(data.StructLayout({"value": signed(8), "last": 1}))),
+            "out": Out(stream.Signature(data.StructLayout({
+                "value": data.ArrayLayout(signed(8), width), "last": 1}))),
         })
 
     @property
@@ -113,6 +120,10 @@ class Attention(wiring.Component):
     @property
     def external_kv(self):
         return self._external_kv
+
+    @property
+    def width(self):
+        return self._width
 
     def elaborate(self, platform):
         m = Module()
@@ -208,7 +219,8 @@ class Attention(wiring.Component):
                 with m.If(key_valid):
                     for h in range(nh):
                         dot = Signal(signed(32), name=f"dot{h}")
-                        m.d.comb += [dot.eq(sum(query[h][i] * key_row[i] for i in range(hd))),
+                        m.d.comb += [dot.eq(tree_sum(query[h][i] * key_row[i]
+                                                     for i in range(hd))),
                                      s_wr.data[h].eq(dot)]
                         with m.If((t == 0) | (dot > best[h])):
                             m.d.sync += best[h].eq(dot)
@@ -272,13 +284,15 @@ class Attention(wiring.Component):
                 with m.If(last_row):
                     m.d.sync += [d.eq(0), state.eq(_EMIT)]
 
-        with m.If(equals(state, _EMIT)):
-            element = Signal(signed(32))
-            m.d.comb += element.eq(acc.as_value().word_select(d, 32).as_signed())
-            value = requantize(m, element, job.out_mult, job.out_shift, 8)
-            last = equals(d, nh * hd - 1)
-            m.d.comb += [self.out.valid.eq(1), self.out.payload.value.eq(value),
-                         self.out.payload.last.eq(last)]
+        with m.If(equals(state, _EMIT)):  # ``d`` counts output beats
+            width = self._width
+            chunk = Signal(data.ArrayLayout(signed(32), width))
+            m.d.comb += chunk.eq(acc.as_value().word_select(d, 32 * width))
+            for k in range(width):
+                m.d.comb += self.out.payload.value[k].eq(
+                    requantize(m, chunk[k], job.out_mult, job.out_shift, 8))
+            last = equals(d, nh * hd // width - 1)
+            m.d.comb += [self.out.valid.eq(1), self.out.payload.last.eq(last)]
             with m.If(self.out.ready):
                 m.d.sync += d.eq(d + 1)
                 with m.If(last):

@@ -3,7 +3,7 @@ units (:mod:`heteroreason.rtl.mvu`, ``rmsnorm``, ``rope``, ``attention``, ``swig
 ``sampler``) reused across layers, with weights and parameters read from memory in the order of
 :func:`heteroreason.model.decode_schedule.decode_schedule`."""
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,11 +45,14 @@ class DecoderCore(wiring.Component):
     faster than memory fills it and the stream never waits on compute once the buffer covers
     the longest stretch without a matrix-vector product.
 
-    Activations live in one on-chip scratchpad (16-bit words); operators run one after the
-    other, each streaming between the scratchpad and its unit one element per cycle, the
-    matrix-vector unit at ``lanes`` MACs per cycle (reusing its vector buffer for k/v after q
-    and up after gate; SwiGLU is applied to the up projection's outputs as they leave), the
-    attention unit on ``heads_parallel`` query heads of one KV group at a time.
+    Activations live in one on-chip scratchpad of ``vector_width`` 16-bit elements a row;
+    operators run one after the other. The vector loads of the matrix-vector unit, the
+    RMSNorm's input, RoPE, the KV write's gather, the attention's query gather and its outputs
+    move ``vector_width`` elements a cycle; the embedding, the RMSNorm's outputs (each needs its
+    own gain) and the matrix-vector results move one a cycle. The matrix-vector unit runs at
+    ``lanes`` MACs per cycle (reusing its vector buffer for k/v after q and up after gate;
+    SwiGLU is applied to the up projection's outputs as they leave), the attention unit on
+    ``heads_parallel`` query heads of one KV group at a time.
 
     Parameters
     ----------
@@ -63,6 +66,9 @@ class DecoderCore(wiring.Component):
         Depths of the prefetch buffers (matrix-vector beats, parameter beats).
     heads_parallel : int
         Query heads per attention job; must divide the heads per KV head.
+    vector_width : int
+        Scratchpad elements per row and per cycle of the vector paths: a power of two that
+        divides ``lanes``, the FFN size and half the head size.
     external_kv : bool
         Keep the KV cache in memory behind the ``kv_store``/``k_req``/``k_rows``/``v_req``/
         ``v_rows`` ports (see :class:`~heteroreason.rtl.attention.Attention`) instead of on chip.
@@ -88,7 +94,7 @@ class DecoderCore(wiring.Component):
 
     def __init__(self, *, model: QuantizedModel, lanes: int, stream_bytes: int | None = None,
                  weight_buffer: int = 1024, param_buffer: int = 256, heads_parallel: int = 1,
-                 external_kv: bool = False, delimiters=(), eos=0):
+                 vector_width: int = 1, external_kv: bool = False, delimiters=(), eos=0):
         if not isinstance(model, QuantizedModel):
             raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
         self._model = model
@@ -99,12 +105,17 @@ class DecoderCore(wiring.Component):
             raise ValueError(f"stream_bytes must be a positive divisor of lanes ({lanes}), "
                              f"not {stream_bytes!r}")
         for name, value in (("weight_buffer", weight_buffer), ("param_buffer", param_buffer),
-                            ("heads_parallel", heads_parallel)):
+                            ("heads_parallel", heads_parallel), ("vector_width", vector_width)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        c = model.config
+        if vector_width & (vector_width - 1) or lanes % vector_width or c.ffn % vector_width \
+                or (c.head_dim // 2) % vector_width:
+            raise ValueError(f"vector_width must be a power of two that divides lanes ({lanes}), "
+                             f"the FFN size ({c.ffn}) and half the head size "
+                             f"({c.head_dim // 2}), not {vector_width!r}")
         if external_kv not in (False, True):  # 0 and 1 too
             raise ValueError(f"external_kv must be a bool, not {external_kv!r}")
-        c = model.config
         group = c.heads // c.kv_heads
         if group % heads_parallel:
             raise ValueError(f"heads_parallel ({heads_parallel}) must divide the query heads per "
@@ -114,6 +125,7 @@ class DecoderCore(wiring.Component):
         self._weight_buffer = weight_buffer
         self._param_buffer = param_buffer
         self._heads_parallel = heads_parallel
+        self._vector_width = vector_width
         self._external_kv = bool(external_kv)
         self._delimiters = tuple(delimiters)
         self._eos = eos
@@ -163,6 +175,10 @@ class DecoderCore(wiring.Component):
         return self._heads_parallel
 
     @property
+    def vector_width(self):
+        return self._vector_width
+
+    @property
     def external_kv(self):
         return self._external_kv
 
@@ -171,7 +187,7 @@ class DecoderCore(wiring.Component):
         return Attention(head_dim=c.head_dim, kv_heads=c.kv_heads,
                          layers=len(self._model.layers),
                          max_context=c.max_context, heads=self._heads_parallel,
-                         external_kv=self._external_kv)
+                         external_kv=self._external_kv, width=self._vector_width)
 
     def elaborate(self, platform):
         m = Module()
@@ -181,11 +197,14 @@ class DecoderCore(wiring.Component):
         hd = c.head_dim
         hp = self._heads_parallel
         ratio = lanes // self._stream_bytes
+        vw = self._vector_width
+        vshift = vw.bit_length() - 1
 
         mvu = MatVecUnit(lanes=lanes, max_beats=-(-max(c.hidden, c.ffn, c.q_dim) // lanes),
                          max_rows=max(c.vocab, c.ffn, c.hidden, c.q_dim))
-        norm = RmsNorm(max_length=c.hidden)
-        rope = Rope(head_dim=hd, increments=q_model.rope_inc, max_position=c.max_context - 1)
+        norm = RmsNorm(max_length=c.hidden, width=vw)
+        rope = Rope(head_dim=hd, increments=q_model.rope_inc, max_position=c.max_context - 1,
+                    width=vw)
         att = self._attention()
         swiglu = SwiGlu()
         sampler = ArgmaxSampler(vocab=c.vocab, delimiters=self._delimiters, eos=self._eos)
@@ -261,17 +280,48 @@ class DecoderCore(wiring.Component):
         param = Signal(PARAM_LAYOUT)
         m.d.comb += [param.eq(pbuf.r_data), pbuf.r_en.eq(p_ready)]
 
-        # scratchpad layout (16-bit words)
+        # scratchpad: regions of 16-bit elements, ``vw`` a row (every region size is a
+        # multiple of ``vw``, so every region starts a row)
         layout, at = {}, 0
         for name, size in (("r", c.hidden), ("h", c.hidden), ("q", c.q_dim), ("k", c.kv_dim),
                            ("v", c.kv_dim), ("a", c.q_dim), ("g", c.ffn), ("x", c.ffn)):
             layout[name] = at
             at += size
-        m.submodules.scratch = scratch = memory.Memory(shape=signed(16), depth=at, init=[])
-        self._scratch, self._layout = scratch, layout  # for testbenches that probe activations
+        rows_of = {name: start >> vshift for name, start in layout.items()}
+        scratch_row = data.ArrayLayout(signed(16), vw)
+        m.submodules.scratch = scratch = memory.Memory(shape=scratch_row, depth=at // vw,
+                                                       init=[])
         rd0 = scratch.read_port(domain="comb")
         rd1 = scratch.read_port(domain="comb")
-        wr = scratch.write_port()
+        wr = scratch.write_port(granularity=1)
+
+        def load_element(port, addr):
+            """Element ``addr`` of the scratchpad, read through ``port``."""
+            element = Signal(signed(16))
+            m.d.comb += port.addr.eq(addr >> vshift)
+            if vshift:
+                m.d.comb += element.eq(
+                    port.data.as_value().word_select(addr[:vshift], 16).as_signed())
+            else:
+                m.d.comb += element.eq(port.data[0])
+            return element
+
+        def store_element(addr, value, enable):
+            m.d.comb += wr.addr.eq(addr >> vshift)
+            m.d.comb += [wr.data[k].eq(value) for k in range(vw)]
+            lane_bit = Const(1, vw) << addr[:vshift] if vshift else Const(1, 1)
+            with m.If(enable):
+                m.d.comb += wr.en.eq(lane_bit)
+
+        def store_row(row, values, enable):
+            """Write ``vw`` int8 ``values`` (an array) at scratchpad row ``row``."""
+            m.d.comb += [wr.addr.eq(row)] + [wr.data[k].eq(values[k]) for k in range(vw)]
+            with m.If(enable):
+                m.d.comb += wr.en.eq(Const((1 << vw) - 1, vw))
+
+        def low_bytes(port):
+            """The int8 elements of the row on ``port``, packed."""
+            return Cat(*(port.data[k][:8] for k in range(vw)))
 
         n_layers = len(q_model.layers)
         # the operators: the embedding, the 14 of a layer (run once per layer, ``layer``
@@ -335,9 +385,8 @@ class DecoderCore(wiring.Component):
                 with m.Else():
                     element = Signal(signed(8))
                     m.d.comb += element.eq(beat.as_value().word_select(lane, 8).as_signed())
-                    m.d.comb += [wr.addr.eq(layout["r"] + i),
-                                 wr.data.eq(requantize(m, element, p_mult, p_shift, 16)),
-                                 wr.en.eq(1)]
+                    store_element(layout["r"] + i,
+                                  requantize(m, element, p_mult, p_shift, 16), 1)
                     m.d.sync += [i.eq(i + 1), lane.eq(lane + 1)]
                     with m.If(equals(lane, lanes - 1)):
                         m.d.sync += have.eq(0)
@@ -350,18 +399,17 @@ class DecoderCore(wiring.Component):
                              norm.cmd.payload.eps_q.eq(q_model.eps_q)]
                 with m.If(norm.cmd.ready):
                     m.d.sync += phase.eq(1)
-            with m.If(equals(phase, 1)):
-                m.d.comb += [rd0.addr.eq(layout["r"] + i), norm.x.payload.eq(rd0.data),
-                             norm.x.valid.eq(i < c.hidden)]
+            with m.If(equals(phase, 1)):  # ``i`` counts rows in, ``j`` elements out
+                m.d.comb += [rd0.addr.eq(rows_of["r"] + i), norm.x.payload.eq(rd0.data),
+                             norm.x.valid.eq(i < c.hidden // vw)]
                 with m.If(norm.x.valid & norm.x.ready):
                     m.d.sync += i.eq(i + 1)
                 m.d.comb += [norm.gain.valid.eq(p_valid),
                              norm.gain.payload.mult.eq(param.mult),
                              norm.gain.payload.shift.eq(param.shift),
                              p_ready.eq(norm.gain.ready),
-                             norm.y.ready.eq(1),
-                             wr.addr.eq(layout[dst] + j), wr.data.eq(norm.y.payload.value),
-                             wr.en.eq(norm.y.valid)]
+                             norm.y.ready.eq(1)]
+                store_element(layout[dst] + j, norm.y.payload.value, norm.y.valid)
                 with m.If(norm.y.valid):
                     m.d.sync += j.eq(j + 1)
                     with m.If(norm.y.payload.last):
@@ -377,22 +425,24 @@ class DecoderCore(wiring.Component):
                 with m.If(mvu.cmd.ready):
                     m.d.sync += phase.eq(2 if reuse else 1)
             if not reuse:
-                with m.If(equals(phase, 1)):  # load the vector, lanes elements a beat
+                # load the vector, ``vw`` elements (one scratchpad row) a cycle and ``lanes`` a
+                # beat; ``i`` counts rows, ``lane`` the rows of the beat
+                with m.If(equals(phase, 1)):
                     with m.If(~have):
-                        m.d.comb += rd0.addr.eq(layout[src] + i)
-                        element = Signal(signed(8))
-                        m.d.comb += element.eq(rd0.data)
-                        with m.If(i >= cols):
-                            m.d.comb += element.eq(0)
-                        m.d.sync += [beat.as_value().word_select(lane, 8).eq(element),
+                        m.d.comb += rd0.addr.eq(rows_of[src] + i)
+                        chunk = Signal(8 * vw)
+                        m.d.comb += chunk.eq(low_bytes(rd0))
+                        with m.If(i >= cols // vw):
+                            m.d.comb += chunk.eq(0)
+                        m.d.sync += [beat.as_value().word_select(lane, 8 * vw).eq(chunk),
                                      i.eq(i + 1), lane.eq(lane + 1)]
-                        with m.If(equals(lane, lanes - 1)):
+                        with m.If(equals(lane, lanes // vw - 1)):
                             m.d.sync += [have.eq(1), lane.eq(0)]
                     with m.Else():
                         m.d.comb += [mvu.vec.valid.eq(1), mvu.vec.payload.eq(beat)]
                         with m.If(mvu.vec.ready):
                             m.d.sync += have.eq(0)
-                            with m.If(i >= beats * lanes):
+                            with m.If(i >= beats * lanes // vw):
                                 m.d.sync += phase.eq(2)
             with m.If(equals(phase, 2)):
                 m.d.comb += [mvu.weights.valid.eq(w_valid), mvu.weights.payload.eq(w_beat),
@@ -410,57 +460,59 @@ class DecoderCore(wiring.Component):
                                  mvu.out.ready.eq(sampler.logits.ready)]
                 elif sink == "add":  # r[j] = sat16(r[j] + value)
                     total = Signal(signed(18))
-                    m.d.comb += [rd1.addr.eq(layout["r"] + j), total.eq(rd1.data + value),
-                                 mvu.out.ready.eq(1), wr.addr.eq(layout["r"] + j),
-                                 wr.data.eq(saturate(m, total, 16)), wr.en.eq(mvu.out.valid)]
+                    m.d.comb += [total.eq(load_element(rd1, layout["r"] + j) + value),
+                                 mvu.out.ready.eq(1)]
+                    store_element(layout["r"] + j, saturate(m, total, 16), mvu.out.valid)
                 elif sink == "swiglu":  # x[j] = swiglu(g[j], up[j]) as up[j] leaves
-                    m.d.comb += [rd1.addr.eq(layout["g"] + j),
-                                 swiglu.x.valid.eq(mvu.out.valid),
-                                 swiglu.x.payload.gate.eq(rd1.data[:8]),
+                    gate = load_element(rd1, layout["g"] + j)
+                    m.d.comb += [swiglu.x.valid.eq(mvu.out.valid),
+                                 swiglu.x.payload.gate.eq(gate[:8]),
                                  swiglu.x.payload.up.eq(value[:8]),
                                  swiglu.x.payload.last.eq(last),
-                                 mvu.out.ready.eq(swiglu.x.ready), swiglu.y.ready.eq(1),
-                                 wr.addr.eq(layout["x"] + j), wr.data.eq(swiglu.y.payload.value),
-                                 wr.en.eq(swiglu.y.valid)]
+                                 mvu.out.ready.eq(swiglu.x.ready), swiglu.y.ready.eq(1)]
+                    store_element(layout["x"] + j, swiglu.y.payload.value, swiglu.y.valid)
                 else:
-                    m.d.comb += [mvu.out.ready.eq(1), wr.addr.eq(layout[sink] + j),
-                                 wr.data.eq(value), wr.en.eq(mvu.out.valid)]
+                    m.d.comb += mvu.out.ready.eq(1)
+                    store_element(layout[sink] + j, value, mvu.out.valid)
                 with m.If(mvu.out.valid & mvu.out.ready):
                     m.d.sync += j.eq(j + 1)
                     with m.If(last):
                         next_op()
 
-        def op_rope(buf, heads):
-            n = heads * hd
+        def op_rope(buf, heads):  # in place, a scratchpad row a beat
+            n = heads * hd // vw
             with m.If(equals(phase, 0)):
                 m.d.comb += [rope.cmd.valid.eq(1), rope.cmd.payload.eq(token.pos)]
                 with m.If(rope.cmd.ready):
                     m.d.sync += phase.eq(1)
             with m.If(equals(phase, 1)):
-                m.d.comb += [rd0.addr.eq(layout[buf] + i), rope.x.payload.value.eq(rd0.data),
+                m.d.comb += [rd0.addr.eq(rows_of[buf] + i),
+                             rope.x.payload.value.eq(low_bytes(rd0)),
                              rope.x.payload.last.eq(equals(i, n - 1)), rope.x.valid.eq(i < n)]
                 with m.If(rope.x.valid & rope.x.ready):
                     m.d.sync += i.eq(i + 1)
-                m.d.comb += [rope.y.ready.eq(1), wr.addr.eq(layout[buf] + j),
-                             wr.data.eq(rope.y.payload.value), wr.en.eq(rope.y.valid)]
+                m.d.comb += rope.y.ready.eq(1)
+                store_row(rows_of[buf] + j, rope.y.payload.value, rope.y.valid)
                 with m.If(rope.y.valid):
                     m.d.sync += j.eq(j + 1)
                     with m.If(rope.y.payload.last):
                         next_op()
 
-        index_bits = max(1, (hd - 1).bit_length())
+        head_rows = hd // vw  # scratchpad rows of a head
+        index_bits = max(1, (head_rows - 1).bit_length())
 
         def op_kv_write():
-            with m.If(~have):  # gather K then V of one KV head, an element a cycle
-                with m.If(i < hd):
-                    m.d.comb += rd0.addr.eq(layout["k"] + head * hd + i)
-                    m.d.sync += krow.as_value().word_select(i[:index_bits], 8).eq(rd0.data[:8])
+            with m.If(~have):  # gather K then V of one KV head, a scratchpad row a cycle
+                with m.If(i < head_rows):
+                    m.d.comb += rd0.addr.eq(rows_of["k"] + head * head_rows + i)
+                    m.d.sync += krow.as_value().word_select(i[:index_bits], 8 * vw).eq(
+                        low_bytes(rd0))
                 with m.Else():
-                    m.d.comb += rd0.addr.eq(layout["v"] + head * hd + i - hd)
-                    m.d.sync += row.as_value().word_select((i - hd)[:index_bits], 8).eq(
-                        rd0.data[:8])
+                    m.d.comb += rd0.addr.eq(rows_of["v"] + head * head_rows + i - head_rows)
+                    m.d.sync += row.as_value().word_select((i - head_rows)[:index_bits],
+                                                           8 * vw).eq(low_bytes(rd0))
                 m.d.sync += i.eq(i + 1)
-                with m.If(equals(i, 2 * hd - 1)):
+                with m.If(equals(i, 2 * head_rows - 1)):
                     m.d.sync += [have.eq(1), i.eq(0)]
             with m.Else():
                 p = att.kv_write.payload
@@ -482,20 +534,22 @@ class DecoderCore(wiring.Component):
                              cmd.out_mult.eq(out_mult), cmd.out_shift.eq(out_shift)]
                 with m.If(att.cmd.ready):
                     m.d.sync += [phase.eq(1), i.eq(0), j.eq(0), lane.eq(0)]
-            with m.If(equals(phase, 1)):  # gather a query head
-                m.d.comb += rd0.addr.eq(layout["q"] + (head + lane) * hd + i)
-                m.d.sync += [row.as_value().word_select(i[:index_bits], 8).eq(rd0.data[:8]),
+            with m.If(equals(phase, 1)):  # gather a query head, a scratchpad row a cycle
+                m.d.comb += rd0.addr.eq(rows_of["q"] + (head + lane) * head_rows + i)
+                m.d.sync += [row.as_value().word_select(i[:index_bits], 8 * vw).eq(
+                                 low_bytes(rd0)),
                              i.eq(i + 1)]
-                with m.If(equals(i, hd - 1)):
+                with m.If(equals(i, head_rows - 1)):
                     m.d.sync += phase.eq(2)
             with m.If(equals(phase, 2)):
                 m.d.comb += [att.q.valid.eq(1), att.q.payload.eq(row)]
                 with m.If(att.q.ready):
                     m.d.sync += [lane.eq(lane + 1), i.eq(0),
                                  phase.eq(Mux(equals(lane, hp - 1), 3, 1))]
-            with m.If(equals(phase, 3)):
-                m.d.comb += [att.out.ready.eq(1), wr.addr.eq(layout["a"] + head * hd + j),
-                             wr.data.eq(att.out.payload.value), wr.en.eq(att.out.valid)]
+            with m.If(equals(phase, 3)):  # ``j`` counts output rows
+                m.d.comb += att.out.ready.eq(1)
+                store_row(rows_of["a"] + head * head_rows + j, att.out.payload.value,
+                          att.out.valid)
                 with m.If(att.out.valid):
                     m.d.sync += j.eq(j + 1)
                     with m.If(att.out.payload.last):

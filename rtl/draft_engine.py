@@ -35,8 +35,9 @@ class DraftEngine(wiring.Component):
     model : QuantizedModel
     lanes : int
         MACs per cycle of the matrix-vector unit.
-    stream_bytes, weight_buffer, param_buffer, heads_parallel : int
-        Weight-stream width, prefetch buffer depths and query heads per attention job (see
+    stream_bytes, weight_buffer, param_buffer, heads_parallel, vector_width : int
+        Weight-stream width, prefetch buffer depths, query heads per attention job and
+        scratchpad elements per cycle of the vector paths (see
         :class:`~heteroreason.rtl.decoder_core.DecoderCore`).
     external_kv : bool
         The KV cache behind memory ports instead of on chip (the core's KV ports appear here).
@@ -62,7 +63,8 @@ class DraftEngine(wiring.Component):
 
     def __init__(self, *, model: QuantizedModel, lanes: int, capacity: int, delimiters=(),
                  eos=0, stream_bytes: int | None = None, weight_buffer: int = 1024,
-                 param_buffer: int = 256, heads_parallel: int = 1, external_kv: bool = False):
+                 param_buffer: int = 256, heads_parallel: int = 1, vector_width: int = 1,
+                 external_kv: bool = False):
         if not isinstance(model, QuantizedModel):
             raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
         c = model.config
@@ -72,7 +74,8 @@ class DraftEngine(wiring.Component):
                              f"maximum context), not {capacity!r}")
         self._core = DecoderCore(model=model, lanes=lanes, stream_bytes=stream_bytes,
                                  weight_buffer=weight_buffer, param_buffer=param_buffer,
-                                 heads_parallel=heads_parallel, external_kv=external_kv,
+                                 heads_parallel=heads_parallel, vector_width=vector_width,
+                                 external_kv=external_kv,
                                  delimiters=delimiters, eos=eos)
         self._token_width = max(1, (c.vocab - 1).bit_length())
         self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.rtl.arith import round_shift
+from heteroreason.rtl.arith import round_shift, tree_sum
 from heteroreason.rtl.compare import is_zero
 
 __all__ = ["MatVecUnit", "OutBits"]
@@ -145,7 +145,7 @@ class MatVecUnit(wiring.Component):
         with m.If(self.out.valid & self.out.ready):
             m.d.sync += result_valid.eq(0)
 
-        dot = sum(self.weights.payload[i] * read.data[i] for i in range(lanes))
+        dot = tree_sum(self.weights.payload[i] * read.data[i] for i in range(lanes))
         m.d.comb += read.addr.eq(beat)
 
         with m.FSM():

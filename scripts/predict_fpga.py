@@ -55,11 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         need = estimate_resources(config, params)
         have = board.resources
         rows.append([b, f"{board.clock_hz / 1e6:.0f}", params.lanes, params.stream_bytes,
-                     params.heads_parallel, f"{need.lut:,}/{have.lut:,}",
+                     params.heads_parallel, params.vector_width, params.weight_buffer,
+                     f"{need.lut:,}/{have.lut:,}",
                      f"{need.dsp:,}/{have.dsp:,}", f"{need.bram18k:,}/{have.bram18k:,}",
                      "yes" if need.fits(have) else "NO"])
     print(format_table(["board", "MHz", "MACs/cycle", "stream B/cycle", "heads ||",
-                        "LUT", "DSP", "BRAM18K", "fits"], rows))
+                        "vector width", "weight buffer", "LUT", "DSP", "BRAM18K", "fits"], rows))
     rows = []
     for b in args.boards:
         board = BOARDS[b]

@@ -26,27 +26,33 @@ class GridEntry:
 
 
 def _entry(preset, lanes, stream_bytes, heads_parallel, weight_buffer, latency, positions,
-           held_out=False, external_kv=False):
+           held_out=False, external_kv=False, vector_width=1):
     return GridEntry(preset, CoreParams(lanes, stream_bytes, heads_parallel, weight_buffer,
-                                        external_kv, latency), tuple(positions), held_out)
+                                        external_kv, latency, vector_width), tuple(positions),
+                     held_out)
 
 
-# fitted on test-tiny and test-small at several widths, buffer depths and latencies; held out:
-# other parameterizations, the KV cache in memory and a full-size Qwen2.5-0.5B layer
+# fitted on test-tiny and test-small at several widths, vector widths, buffer depths and
+# latencies; held out: other parameterizations, the KV cache in memory and full-size
+# Qwen2.5-0.5B layers (one at the width of the design chosen for the U280)
 QUICK_GRID = (
     _entry("test-tiny", 16, 8, 2, 1024, 64, (16, 300)),
-    _entry("test-tiny", 8, 4, 2, 64, 20, (100,), held_out=True),
+    _entry("test-tiny", 8, 4, 2, 64, 20, (100,), held_out=True, vector_width=4),
 )
 FULL_GRID = (
     *QUICK_GRID,
     _entry("test-tiny", 8, 8, 1, 64, 0, (16, 200, 500)),
-    _entry("test-tiny", 32, 8, 2, 256, 20, (16, 500)),
+    _entry("test-tiny", 32, 8, 2, 256, 20, (16, 500), vector_width=8),
     _entry("test-small", 16, 8, 4, 2048, 64, (16, 512, 1000)),
-    _entry("test-small", 8, 8, 4, 2048, 64, (16, 512)),
-    _entry("test-small", 32, 16, 2, 128, 0, (64, 700)),
+    _entry("test-small", 8, 8, 4, 2048, 64, (16, 512), vector_width=2),
+    _entry("test-small", 32, 16, 2, 128, 0, (64, 700), vector_width=8),
+    _entry("test-small", 32, 32, 4, 64, 30, (16, 300), vector_width=4),
     _entry("test-small", 32, 8, 1, 512, 32, (64, 700), held_out=True),
-    _entry("test-small", 16, 16, 4, 64, 40, (300,), held_out=True, external_kv=True),
+    _entry("test-small", 16, 16, 4, 64, 40, (300,), held_out=True, external_kv=True,
+           vector_width=8),
     _entry("test-0.5b-layer", 128, 64, 7, 2048, 64, (16, 512), held_out=True),
+    _entry("test-0.5b-layer", 896, 896, 7, 512, 90, (16, 1000), held_out=True,
+           external_kv=True, vector_width=32),
 )
 
 
@@ -56,7 +62,8 @@ def measure(entry: GridEntry, *, waves: bool = False) -> tuple[list[Point], Path
     p = entry.params
     params = {"preset": entry.preset, "seed": 1, "lanes": p.lanes,
               "stream_bytes": p.stream_bytes, "heads_parallel": p.heads_parallel,
-              "weight_buffer": p.weight_buffer, "external_kv": int(p.external_kv)}
+              "weight_buffer": p.weight_buffer, "external_kv": int(p.external_kv),
+              "vector_width": p.vector_width}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "timing.json"
         result = run_cocotb(

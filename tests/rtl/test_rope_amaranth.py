@@ -4,6 +4,7 @@
 import random
 
 import numpy as np
+import pytest
 from amaranth.sim import Simulator
 
 from heteroreason.model.qwen2_config import qwen2_config
@@ -12,7 +13,8 @@ from heteroreason.model.qwen2_int8 import _rope, calibrate, quantize
 from heteroreason.rtl.rope import Rope
 
 
-def test_heads_at_random_positions():
+@pytest.mark.parametrize("width", [1, 2, 8])
+def test_heads_at_random_positions(width):
     config = qwen2_config("test-tiny")
     weights = random_weights(config, seed=1)
     model = quantize(weights, calibrate(weights, seed=2, sequences=1, length=16))
@@ -25,7 +27,7 @@ def test_heads_at_random_positions():
         heads = rng.integers(-128, 128, (int(rng.integers(1, 4)), hd))
         expected = _rope(heads[None], np.array([pos]), model.rope_inc)[0]
         cases.append((pos, heads, expected))
-    dut = Rope(head_dim=hd, increments=model.rope_inc, max_position=32767)
+    dut = Rope(head_dim=hd, increments=model.rope_inc, max_position=32767, width=width)
     got = []
 
     async def driver(ctx):
@@ -35,12 +37,12 @@ def test_heads_at_random_positions():
             await ctx.tick().until(dut.cmd.ready)
             ctx.set(dut.cmd.valid, 0)
             flat = heads.ravel()
-            for k, v in enumerate(flat):
+            for k in range(0, flat.size, width):
                 while gaps.random() < 0.2:
                     ctx.set(dut.x.valid, 0)
                     await ctx.tick()
-                ctx.set(dut.x.payload.value, int(v))
-                ctx.set(dut.x.payload.last, int(k == flat.size - 1))
+                ctx.set(dut.x.payload.value, [int(v) for v in flat[k:k + width]])
+                ctx.set(dut.x.payload.last, int(k + width == flat.size))
                 ctx.set(dut.x.valid, 1)
                 await ctx.tick().until(dut.x.ready)
             ctx.set(dut.x.valid, 0)
@@ -52,7 +54,7 @@ def test_heads_at_random_positions():
             _, _, valid, ready, value = await ctx.tick().sample(
                 dut.y.valid, dut.y.ready, dut.y.payload.value)
             if valid and ready:
-                got.append(int(value))
+                got.extend(int(v) for v in value)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -61,3 +63,11 @@ def test_heads_at_random_positions():
     sim.run_until(1e-8 * 40_000)
     expected = [int(v) for _, _, e in cases for v in e.ravel()]
     assert got == expected
+
+
+def test_parameters_are_validated():
+    incs = [1] * 8
+    with pytest.raises(TypeError, match="width must be a positive integer, not 0"):
+        Rope(head_dim=16, increments=incs, max_position=10, width=0)
+    with pytest.raises(ValueError, match=r"width \(16\) must divide head_dim / 2 \(8\)"):
+        Rope(head_dim=16, increments=incs, max_position=10, width=16)

@@ -44,7 +44,8 @@ def run_scenario(scenario, delimiter, eos, params, env, *, seed, tmp_path):
 ENGINE_A = {"preset": "test-tiny", "seed": 1, "capacity": 128, "lanes": 32, "stream_bytes": 16,
             "heads_parallel": 2, "weight_buffer": 256}
 ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 16, "stream_bytes": 16,
-            "heads_parallel": 1, "weight_buffer": 32, "param_buffer": 16, "external_kv": 1}
+            "heads_parallel": 1, "weight_buffer": 32, "param_buffer": 16, "external_kv": 1,
+            "vector_width": 4}
 
 
 @pytest.mark.parametrize("name", ["accept", "reject", "backtrack"])
@@ -86,7 +87,8 @@ def run_core(params, env, prompt, draft, *, seed):
 
 def test_core_greedy_tokens():
     run_core({"preset": "test-small", "seed": 2, "lanes": 32, "stream_bytes": 8,
-              "heads_parallel": 4, "weight_buffer": 512}, STALLS, [5, 77, 130], 2, seed=3)
+              "heads_parallel": 4, "weight_buffer": 512, "vector_width": 8}, STALLS,
+             [5, 77, 130], 2, seed=3)
 
 
 def test_core_with_more_layers_than_the_0_5b():
@@ -97,7 +99,8 @@ def test_core_with_more_layers_than_the_0_5b():
 
 def test_core_with_the_kv_cache_in_memory():
     run_core({"preset": "test-small", "seed": 3, "lanes": 16, "stream_bytes": 16,
-              "heads_parallel": 2, "weight_buffer": 64, "external_kv": 1}, STALLS,
+              "heads_parallel": 2, "weight_buffer": 64, "external_kv": 1, "vector_width": 4},
+             STALLS,
              [9, 400, 17, 250], 2, seed=5)
 
 
@@ -105,10 +108,11 @@ def test_core_with_the_kv_cache_in_memory():
 def test_full_size_layer_token():
     """One Qwen2.5-0.5B layer at full dimensions (hidden 896, FFN 4864, 14 heads, 2 KV heads,
     random int8 weights): a prompt token, then a decode token whose greedy sample equals the
-    reference's, at 64 stream bytes and 128 MACs per cycle."""
-    run_core({"preset": "test-0.5b-layer", "seed": 1, "lanes": 128, "stream_bytes": 64,
-              "heads_parallel": 7, "weight_buffer": 2048}, {"HR_LATENCY": "64"}, [5, 77], 0,
-             seed=4)
+    reference's, on the design chosen for the U280 — 896 MACs and stream bytes, 7 heads in
+    parallel, 32 scratchpad elements a cycle, the KV cache in memory, HBM latency 90."""
+    run_core({"preset": "test-0.5b-layer", "seed": 1, "lanes": 896, "stream_bytes": 896,
+              "heads_parallel": 7, "weight_buffer": 512, "vector_width": 32, "external_kv": 1},
+             {"HR_LATENCY": "90"}, [5, 77], 0, seed=4)
 
 
 def test_out_of_vocab_host_token_sets_the_status():

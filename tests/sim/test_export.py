@@ -32,9 +32,13 @@ def run_script(*args):
     ("kv_frontend", {"capacity": 100, "token_width": 18, "max_in_flight": 2}, LINT_WAIVERS),
     ("draft_engine", {"lanes": 16, "stream_bytes": 8, "heads_parallel": 2}, DATAPATH_WAIVERS),
     ("decoder_core", {"preset": "test-small", "heads_parallel": 4}, DATAPATH_WAIVERS),
+    ("decoder_core", {"preset": "test-small", "lanes": 16, "vector_width": 8},
+     DATAPATH_WAIVERS),
     ("attention", {"heads": 3}, DATAPATH_WAIVERS),
     ("rmsnorm", {}, DATAPATH_WAIVERS),
+    ("rmsnorm", {"width": 4}, DATAPATH_WAIVERS),
     ("rope", {}, DATAPATH_WAIVERS),
+    ("rope", {"width": 4}, DATAPATH_WAIVERS),
     ("swiglu", {}, DATAPATH_WAIVERS),
     ("sampler", {}, DATAPATH_WAIVERS),
     ("mvu", {}, DATAPATH_WAIVERS),
@@ -106,3 +110,10 @@ def test_cli_exports_prints_ports_and_synthesizes(tmp_path):
     lut, ff, dsp, bram = map(int, match.groups())
     # three 7-bit pointers, mode, flags, error code and the submission register at least
     assert ff >= 3 * 7 + 2 + 2 + 3 + 1 + 14 and lut > 20 and dsp == 0 and bram == 0
+
+
+def test_cli_reports_a_yosys_that_cannot_run(tmp_path):
+    proc = run_script("--top", "kvmu", "--out", str(tmp_path), "--synth", "--yosys",
+                      str(tmp_path / "no-such-yosys"))
+    assert proc.returncode == 1
+    assert "synthesis failed: cannot run" in proc.stderr and "no-such-yosys" in proc.stderr

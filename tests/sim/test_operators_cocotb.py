@@ -30,12 +30,13 @@ def ints(values):
     return [int(v) for v in np.asarray(values).ravel()]
 
 
-def test_rmsnorm(tmp_path):
+@pytest.mark.parametrize("width", [1, 4])
+def test_rmsnorm(width, tmp_path):
     max_length = 64
     rng = np.random.default_rng(21)
     phase = {"inputs": {"cmd": [], "x": [], "gain": []}, "outputs": {"y": []}}
-    for _ in range(200):
-        n = int(rng.integers(1, max_length + 1))
+    for _ in range(200 // width):
+        n = width * int(rng.integers(1, max_length // width + 1))
         magnitude = int(rng.choice([3, 300, 8000, 32767]))
         r = rng.integers(-magnitude, magnitude + 1, n)
         eps_q = int(rng.integers(1, 50))
@@ -43,16 +44,16 @@ def test_rmsnorm(tmp_path):
                                        (2**15 * float(rng.uniform(0.005, 0.05))))
         expected = _rmsnorm(r[None, :].astype(np.int64), (mult, shift), eps_q)[0]
         phase["inputs"]["cmd"].append({"length": n, "eps_q": eps_q})
-        phase["inputs"]["x"] += ints(r)
+        phase["inputs"]["x"] += [ints(r[k:k + width]) for k in range(0, n, width)]
         phase["inputs"]["gain"] += [{"mult": int(m), "shift": int(s)}
                                     for m, s in zip(mult, shift, strict=True)]
         phase["outputs"]["y"] += [{"value": int(v), "last": int(k == n - 1)}
                                   for k, v in enumerate(expected)]
-    replay("rmsnorm", {"max_length": max_length}, [phase], tmp_path, seed=21)
+    replay("rmsnorm", {"max_length": max_length, "width": width}, [phase], tmp_path, seed=21)
 
 
-@pytest.mark.parametrize("preset", ["test-tiny", "test-0.5b-layer"])
-def test_rope(preset, tmp_path):
+@pytest.mark.parametrize("preset, width", [("test-tiny", 1), ("test-0.5b-layer", 8)])
+def test_rope(preset, width, tmp_path):
     model = seeded_model(preset, 1)
     hd = model.config.head_dim
     rng = np.random.default_rng(22)
@@ -63,16 +64,17 @@ def test_rope(preset, tmp_path):
         expected = _rope(heads[None], np.array([pos]), model.rope_inc)[0].ravel()
         flat = heads.ravel()
         phase["inputs"]["cmd"].append(pos)
-        phase["inputs"]["x"] += [{"value": int(v), "last": int(k == flat.size - 1)}
-                                 for k, v in enumerate(flat)]
-        phase["outputs"]["y"] += [{"value": int(v), "last": int(k == flat.size - 1)}
-                                  for k, v in enumerate(expected)]
-    replay("rope", {"preset": preset, "seed": 1, "max_position": 32767}, [phase], tmp_path,
-           seed=22)
+        for name, values in (("x", flat), ("y", expected)):
+            side = "inputs" if name == "x" else "outputs"
+            phase[side][name] += [{"value": ints(values[k:k + width]),
+                                   "last": int(k + width == flat.size)}
+                                  for k in range(0, flat.size, width)]
+    replay("rope", {"preset": preset, "seed": 1, "max_position": 32767, "width": width},
+           [phase], tmp_path, seed=22)
 
 
-@pytest.mark.parametrize("heads, head_dim", [(1, 16), (3, 8)])
-def test_attention(heads, head_dim, tmp_path):
+@pytest.mark.parametrize("heads, head_dim, width", [(1, 16, 1), (3, 8, 4)])
+def test_attention(heads, head_dim, width, tmp_path):
     layers, kv_heads, max_context = 2, 2, 48
     rng = np.random.default_rng(23 + heads)
     keys = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
@@ -81,7 +83,7 @@ def test_attention(heads, head_dim, tmp_path):
                "v": ints(values[layer, kv, pos])}
               for layer in range(layers) for kv in range(kv_heads) for pos in range(max_context)]
     jobs = {"inputs": {"cmd": [], "q": []}, "outputs": {"out": []}}
-    for _ in range(120 // heads):
+    for _ in range(120 * width // heads):
         layer, kv = int(rng.integers(layers)), int(rng.integers(kv_heads))
         length = int(rng.integers(1, max_context + 1))
         q = rng.integers(-128, 128, (heads, head_dim))
@@ -95,10 +97,11 @@ def test_attention(heads, head_dim, tmp_path):
             "exp_shift": int(exp_req[1]), "out_mult": int(attn_req[0]),
             "out_shift": int(attn_req[1])})
         jobs["inputs"]["q"] += [ints(row) for row in q]
-        jobs["outputs"]["out"] += [{"value": int(v), "last": int(k == expected.size - 1)}
-                                   for k, v in enumerate(expected)]
+        jobs["outputs"]["out"] += [{"value": ints(expected[k:k + width]),
+                                    "last": int(k + width == expected.size)}
+                                   for k in range(0, expected.size, width)]
     params = {"head_dim": head_dim, "kv_heads": kv_heads, "layers": layers,
-              "max_context": max_context, "heads": heads}
+              "max_context": max_context, "heads": heads, "width": width}
     replay("attention", params, [{"inputs": {"kv_write": writes}}, jobs], tmp_path,
            seed=23 + heads)
 
