@@ -30,7 +30,7 @@ def ints(values):
     return [int(v) for v in np.asarray(values).ravel()]
 
 
-@pytest.mark.parametrize("width", [1, 4])
+@pytest.mark.parametrize("width", [4])  # width 1: the Amaranth-simulator tests and the cores
 def test_rmsnorm(width, tmp_path):
     max_length = 64
     rng = np.random.default_rng(21)
