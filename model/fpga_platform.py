@@ -97,8 +97,10 @@ def estimate_resources(config: Qwen2Config, params: CoreParams) -> Resources:
     # MVU lanes; score and value products; per extra vector lane a squarer (RMSNorm), a phase
     # and two rotation products (RoPE), and an output requantizer (attention, ~4 slices)
     multipliers = params.lanes + 2 * hp * hd + 8 * (v - 1)
-    # coefficients from the synthesized test-small engine (16 MACs, 4 heads of 16: LUT 20,179,
-    # DSP 199, BRAM18K 78): Yosys maps each int8 product to a DSP slice
+    # coefficients from two syntheses (Yosys synth_xilinx, UltraScale+): the test-small engine
+    # (16 MACs, 4 heads of 16: LUT 20,179, DSP 199, BRAM18K 78) and the 896-lane MVU alone
+    # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). Yosys
+    # maps each int8 product to a DSP slice.
     dsp = multipliers + 55
     buffer_bits = params.weight_buffer * params.lanes * 8
     score_bits = config.max_context * hp * 32
@@ -106,7 +108,7 @@ def estimate_resources(config: Qwen2Config, params: CoreParams) -> Resources:
     if not params.external_kv:
         bram18k += math.ceil(2 * config.layers * config.kv_heads * config.max_context * hd * 8
                              / 18432)
-    lut = 11_500 + 60 * multipliers
+    lut = 11_084 + 86 * params.lanes + 60 * (multipliers - params.lanes)
     return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=0)
 
 
