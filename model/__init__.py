@@ -4,6 +4,6 @@
     draft_ms_per_token("qwen2.5-0.5b", "u280-300", 1024)   # RTL-calibrated ms per draft token
 """
 
-from heteroreason.model.fpga_platform import draft_ms_per_token
+from heteroreason.model.timing.fpga.platform import draft_ms_per_token
 
 __all__ = ["draft_ms_per_token"]

@@ -5,10 +5,11 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.kvmu import Error, Mode, Source
-from heteroreason.model.qwen2_int8 import QuantizedModel
+from heteroreason.model.golden.kvmu import Error, Mode, Source
+from heteroreason.model.numerics.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.compare import equals
-from heteroreason.rtl.decoder_core import KV_PORTS, DecoderCore
+from heteroreason.rtl.decoder.core import KV_PORTS, DecoderCore
+from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.kv_frontend import HostMessageLayout, KvFrontEnd
 from heteroreason.rtl.kvmu import SpanLayout
 
@@ -24,7 +25,7 @@ class DraftEngine(wiring.Component):
     drafting is stalled, squashed when stale). Each draft token is reported on ``draft_out`` when
     the decoder takes it (with its position and step-end/EOS marks); each finished step's span on
     ``submit``. Weights come from memory through ``wreq``/``wdata`` and ``preq``/``pdata`` (see
-    :class:`~heteroreason.rtl.decoder_core.DecoderCore`).
+    :class:`~heteroreason.rtl.decoder.core.DecoderCore`).
 
     A host token id outside the vocabulary is consumed without being processed and sets the
     sticky ``bad_token`` status (the KVMU's position for it is left unwritten; the host recovers
@@ -33,18 +34,11 @@ class DraftEngine(wiring.Component):
     Parameters
     ----------
     model : QuantizedModel
-    lanes : int
-        MACs per cycle of the matrix-vector unit.
-    stream_bytes, weight_buffer, param_buffer, heads_parallel, vector_width : int
-        Weight-stream width, prefetch buffer depths, query heads per attention job and
-        scratchpad elements per cycle of the vector paths (see
-        :class:`~heteroreason.rtl.decoder_core.DecoderCore`).
-    external_kv : bool
-        The KV cache behind memory ports instead of on chip (the core's KV ports appear here).
+    params : DecoderParams
+        The decoder core's parameters (:class:`~heteroreason.rtl.decoder.params.
+        DecoderParams`); with ``external_kv`` the core's KV ports appear here.
     capacity : int
         KV-cache capacity in tokens (at most the model's maximum context).
-    delimiters, eos
-        Step-delimiter and end-of-sequence token ids.
 
     Members
     -------
@@ -61,10 +55,7 @@ class DraftEngine(wiring.Component):
         buffer (compute-bound); cycles drafting was stalled waiting for a verdict.
     """
 
-    def __init__(self, *, model: QuantizedModel, lanes: int, capacity: int, delimiters=(),
-                 eos=0, stream_bytes: int | None = None, weight_buffer: int = 1024,
-                 param_buffer: int = 256, heads_parallel: int = 1, vector_width: int = 1,
-                 external_kv: bool = False):
+    def __init__(self, *, model: QuantizedModel, params: DecoderParams, capacity: int):
         if not isinstance(model, QuantizedModel):
             raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
         c = model.config
@@ -72,17 +63,13 @@ class DraftEngine(wiring.Component):
                 not 0 < capacity <= c.max_context:
             raise ValueError(f"capacity must be an integer in [1, {c.max_context}] (the model's "
                              f"maximum context), not {capacity!r}")
-        self._core = DecoderCore(model=model, lanes=lanes, stream_bytes=stream_bytes,
-                                 weight_buffer=weight_buffer, param_buffer=param_buffer,
-                                 heads_parallel=heads_parallel, vector_width=vector_width,
-                                 external_kv=external_kv,
-                                 delimiters=delimiters, eos=eos)
+        self._core = DecoderCore(model=model, params=params)
         self._token_width = max(1, (c.vocab - 1).bit_length())
         self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)
         self._vocab = c.vocab
-        self._eos = eos
+        self._eos = params.eos
         core = self._core
-        kv_ports = {name: core.signature.members[name] for name in KV_PORTS if external_kv}
+        kv_ports = {name: core.signature.members[name] for name in KV_PORTS if params.external_kv}
         super().__init__(kv_ports | {
             "host": In(stream.Signature(HostMessageLayout(self._token_width, capacity))),
             "draft_out": Out(stream.Signature(data.StructLayout({

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.kvmu import Mode, Source
+from heteroreason.model.golden.kvmu import Mode, Source
 from heteroreason.rtl.compare import equals
 
 __all__ = ["DecoderInputLayout", "HostTokenLayout", "InputMux", "SampledTokenLayout"]

@@ -4,14 +4,15 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.kvmu import Error, Mode, Op, Source
+from heteroreason.model.golden.kvmu import Error, Mode, Op, Source
 from heteroreason.rtl.compare import equals, is_zero
 
 __all__ = ["AllocLayout", "CommandLayout", "Kvmu", "SpanLayout"]
 
 
 def CommandLayout(capacity):
-    """Host command: ``op`` (:class:`~heteroreason.model.kvmu.Op`) and ``pos`` (INIT only)."""
+    """Host command: ``op`` (:class:`~heteroreason.model.golden.kvmu.Op`) and ``pos`` (INIT
+    only)."""
     return data.StructLayout({"op": Op, "pos": range(capacity + 1)})
 
 
@@ -30,7 +31,7 @@ class Kvmu(wiring.Component):
     Tracks ``valid <= curr <= ahead <= capacity`` over the draft model's KV cache, hands the
     decoder the KV position of every token it admits, submits finished steps for verification,
     and applies the host's verdicts. The event semantics are those of the golden model
-    :class:`heteroreason.model.kvmu.Kvmu`, whose docstring is the specification.
+    :class:`heteroreason.model.golden.kvmu.Kvmu`, whose docstring is the specification.
 
     Parameters
     ----------

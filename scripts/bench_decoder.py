@@ -16,63 +16,48 @@ on its values.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from heteroreason.model.qwen2_config import qwen2_config
-from heteroreason.model.report import format_table
-from heteroreason.sim.cocotb_run import run_cocotb
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.sim.measure.cycles import MeasurementError, TokenCycles, measure_token_cycles
+from heteroreason.sim.measure.waves import core_activity, operator_name
 
-CONFIGS = {
-    "small": {"preset": "test-small", "lanes": 16, "stream_bytes": 8, "heads_parallel": 4,
-              "weight_buffer": 2048},
-    "small-equal-rates": {"preset": "test-small", "lanes": 8, "stream_bytes": 8,
-                          "heads_parallel": 4, "weight_buffer": 2048},
-    "tiny": {"preset": "test-tiny", "lanes": 16, "stream_bytes": 8, "heads_parallel": 2,
-             "weight_buffer": 1024},
-    "0.5b-layer": {"preset": "test-0.5b-layer", "lanes": 128, "stream_bytes": 64,
-                   "heads_parallel": 7, "weight_buffer": 2048},
+# (preset, the core's parameters)
+CONFIGS: dict[str, tuple[str, DecoderParams]] = {
+    "small": ("test-small", DecoderParams(16, 8, heads_parallel=4, weight_buffer=2048)),
+    "small-equal-rates": ("test-small", DecoderParams(8, 8, heads_parallel=4,
+                                                      weight_buffer=2048)),
+    "tiny": ("test-tiny", DecoderParams(16, 8, heads_parallel=2, weight_buffer=1024)),
+    "0.5b-layer": ("test-0.5b-layer", DecoderParams(128, 64, heads_parallel=7,
+                                                    weight_buffer=2048)),
     # the design chosen for the U280 (KV cache in HBM, 32 scratchpad elements a cycle)
-    "0.5b-layer-u280": {"preset": "test-0.5b-layer", "lanes": 896, "stream_bytes": 896,
-                        "heads_parallel": 7, "weight_buffer": 512, "external_kv": 1,
-                        "vector_width": 32},
+    "0.5b-layer-u280": ("test-0.5b-layer", DecoderParams(896, 896, heads_parallel=7,
+                                                         weight_buffer=512, external_kv=True,
+                                                         vector_width=32)),
 }
 
 
-OPERATORS = ["embed", "norm", "q_proj", "k_proj", "v_proj", "rope_q", "rope_k", "kv_write",
-             "attention", "o_proj", "norm", "gate_proj", "silu_table", "up_proj", "down_proj",
-             "final norm", "lm_head", "end"]
-
-
-def bench(config: dict, contexts: list[int], *, latency: int, stall: float,
-          waves: bool = False) -> list[dict]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "bench.json"
-        log = Path(tmp) / "sim.log"
-        result = run_cocotb(
-            "decoder_core", "heteroreason.sim.tb.core_tb", params={"seed": 1} | config,
-            testcase="token_timing",
-            seed=1, log_file=log, waves=waves,
-            extra_env={"HR_POSITIONS": ",".join(map(str, contexts)), "HR_LATENCY": str(latency),
-                       "HR_STALL": str(stall), "HR_RESULT": str(out)})
-        if result.failed or not out.exists():
-            sys.stderr.write(log.read_text()[-4000:])
-            raise SystemExit(f"bench_decoder: the simulation failed ({result.build_dir})")
-        rows = json.loads(out.read_text())
-    if waves:
-        from heteroreason.sim.waves import core_activity
-
-        print(f"waves: {result.waves}", file=sys.stderr)
-        for row, token in zip(rows, core_activity(result.waves), strict=True):
-            per_op: dict[str, int] = {}
-            for pc, _, _, cycles in token.operators:
-                name = OPERATORS[pc] if pc < len(OPERATORS) else f"op{pc}"
-                per_op[name] = per_op.get(name, 0) + cycles
-            row["operators"] = per_op
-    return rows
+def bench(preset: str, params: DecoderParams, contexts: list[int], *, latency: int,
+          stall: float, waves: bool = False) -> tuple[list[TokenCycles], list[dict] | None]:
+    """The measured tokens and, with ``waves``, each token's cycles per operator."""
+    try:
+        run = measure_token_cycles(preset, params, contexts, latency=latency, stall=stall,
+                                   waves=waves)
+    except MeasurementError as exc:
+        raise SystemExit(f"bench_decoder: {exc}") from None
+    if not waves:
+        return list(run.tokens), None
+    print(f"waves: {run.waves}", file=sys.stderr)
+    per_token = []
+    for token in core_activity(run.waves):
+        per_op: dict[str, int] = {}
+        for pc, _, _, cycles in token.operators:
+            per_op[operator_name(pc)] = per_op.get(operator_name(pc), 0) + cycles
+        per_token.append(per_op)
+    return list(run.tokens), per_token
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,27 +78,26 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.stall < 1.0:
         parser.error(f"--stall must be in [0, 1), not {args.stall}")
     for name in args.config:
-        limit = qwen2_config(CONFIGS[name]["preset"]).max_context
+        limit = qwen2_config(CONFIGS[name][0]).max_context
         bad = [c for c in args.context if not 0 <= c < limit]
         if bad:
             parser.error(f"--context must be in [0, {limit}) for config {name}, not {bad[0]}")
     rows = []
     for name in args.config:
-        config = CONFIGS[name]
+        preset, params = CONFIGS[name]
         start = time.monotonic()
-        results = bench(config, args.context, latency=args.latency, stall=args.stall,
-                        waves=args.waves)
-        for r in results:
-            if "operators" in r:
-                print(f"{name} position {r['position']}: " + ", ".join(
-                    f"{k} {v}" for k, v in r["operators"].items()))
+        tokens, operators = bench(preset, params, args.context, latency=args.latency,
+                                  stall=args.stall, waves=args.waves)
+        for token, per_op in zip(tokens, operators or [], strict=False):
+            print(f"{name} position {token.position}: " + ", ".join(
+                f"{k} {v}" for k, v in per_op.items()))
         wall = time.monotonic() - start
-        for r in results:
-            idle = r["cycles"] - r["stream_beats"]
-            rows.append([name, config["preset"], config["lanes"], config["stream_bytes"],
-                         r["position"], r["cycles"], r["stream_beats"],
-                         f"{100 * r['stream_beats'] / r['cycles']:.1f}", r["buffer_full"],
-                         idle - r["buffer_full"], f"{r['cycles'] / r['sim_seconds']:,.0f}"])
+        for t in tokens:
+            idle = t.cycles - t.stream_beats
+            rows.append([name, preset, params.lanes, params.stream_bytes, t.position, t.cycles,
+                         t.stream_beats, f"{100 * t.stream_beats / t.cycles:.1f}",
+                         t.buffer_full, idle - t.buffer_full,
+                         f"{t.cycles / t.sim_seconds:,.0f}"])
         print(f"{name}: {wall:.0f} s including the Verilator build", file=sys.stderr)
     print(format_table(["config", "preset", "MACs/cycle", "stream B/cycle", "position",
                         "cycles/token", "ideal (stream beats)", "utilization %",

@@ -13,10 +13,10 @@ import argparse
 import sys
 import time
 
-from heteroreason.model.scheduler import simulate_problem
-from heteroreason.model.system import CONFIGS, Mode, system_config
-from heteroreason.model.trace_synth import PROFILES, generate_traces
-from heteroreason.model.traces import RSD_POLICY
+from heteroreason.model.system.config import CONFIGS, Mode, system_config
+from heteroreason.model.system.scheduler import simulate_problem
+from heteroreason.model.workload.trace_synth import PROFILES, generate_traces
+from heteroreason.model.workload.traces import RSD_POLICY
 
 
 def main(argv: list[str] | None = None) -> int:

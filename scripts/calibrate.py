@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from heteroreason.model.calibration import (
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.timing.fpga.calibration import (
     CALIBRATION_FILE,
     Calibration,
     CalibrationError,
@@ -25,8 +26,7 @@ from heteroreason.model.calibration import (
     rtl_hash,
     save_calibration,
 )
-from heteroreason.model.report import format_table
-from heteroreason.sim.calibrate import FULL_GRID, QUICK_GRID, git_revision, measure
+from heteroreason.sim.measure.grid import FULL_GRID, QUICK_GRID, git_revision, measure
 
 TOLERANCE = 0.02
 
@@ -40,7 +40,7 @@ def report(rows_in, overheads) -> tuple[list[list], float]:
             worst = max(worst, abs(error))
         q = p.params
         rows.append([kind, p.preset, q.lanes, q.stream_bytes, q.heads_parallel, q.vector_width,
-                     q.weight_buffer, q.memory_latency_cycles, "yes" if q.external_kv else "no",
+                     q.weight_buffer, p.memory_latency_cycles, "yes" if q.external_kv else "no",
                      p.position, p.cycles, f"{model:.0f}", f"{100 * error:+.2f}"])
     return rows, worst
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from heteroreason.model.controller import ControllerConfig
-from heteroreason.model.report import format_table
-from heteroreason.model.simulate import simulate_file
-from heteroreason.sim.cosim import run_cosim, run_reference
+from heteroreason.model.controller.brsd import ControllerConfig
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.system.simulate import simulate_file
+from heteroreason.sim.verify.cosim import run_cosim, run_reference
 
 
 def main(argv: list[str] | None = None) -> int:

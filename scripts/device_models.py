@@ -14,13 +14,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from heteroreason.model.device_timing import PRESETS
-from heteroreason.model.energy import DEVICE_POWER
-from heteroreason.model.gpu import GPUS, roofline_check
-from heteroreason.model.link import LINKS
-from heteroreason.model.profile_fit import ComponentFit, ProfileError, fit_profile, read_profile
-from heteroreason.model.qwen2_config import qwen2_config
-from heteroreason.model.report import format_table
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.timing.device_timing import PRESETS
+from heteroreason.model.timing.energy import DEVICE_POWER
+from heteroreason.model.timing.gpu import GPUS, roofline_check
+from heteroreason.model.timing.link import LINKS
+from heteroreason.model.timing.profile_fit import (
+    ComponentFit,
+    ProfileError,
+    fit_profile,
+    read_profile,
+)
 
 
 def cmd_presets(args) -> int:

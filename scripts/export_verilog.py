@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from heteroreason.sim.export import (
+from heteroreason.sim.flow.export import (
     TOPS,
     ExportError,
     build_top,
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     for port in ports_of(component):
         print(f"  {port.direction:<6} {port.width:>4}  {port.name}")
     if args.synth:
-        from heteroreason.sim.synth import estimate_resources
+        from heteroreason.sim.flow.synth import estimate_resources
 
         try:
             estimate = estimate_resources(path, args.top, timeout_s=args.synth_timeout,

@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from heteroreason.model.qwen2_config import qwen2_config
-from heteroreason.model.qwen2_float import FloatDecoder, random_weights
-from heteroreason.model.qwen2_int8 import IntDecoder, calibrate, quantize
-from heteroreason.model.report import format_table
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
+from heteroreason.model.numerics.qwen2_int8 import IntDecoder, calibrate, quantize
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -17,16 +17,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from heteroreason.model.calibration import CalibrationError
-from heteroreason.model.fpga_platform import (
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
+from heteroreason.model.timing.fpga.calibration import CalibrationError
+from heteroreason.model.timing.fpga.platform import (
     BOARDS,
     design_for,
     draft_ms_per_token,
     edge_gpu_ms_per_token,
     estimate_resources,
 )
-from heteroreason.model.qwen2_config import PRESETS, qwen2_config
-from heteroreason.model.report import format_table
 
 
 def paper_u280_ms(context: int) -> float:

@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from heteroreason.model.plots import plot_ablation, plot_breakdown, plot_gantt
-from heteroreason.model.report import format_table
-from heteroreason.model.reproduce import (
+from heteroreason.model.experiments.plots import plot_ablation, plot_breakdown, plot_gantt
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.experiments.reproduce import (
     ReproRow,
     bundled_sets,
     load_trace_sets,
@@ -27,10 +27,10 @@ from heteroreason.model.reproduce import (
     synthetic_no_backtrack_sets,
     write_rows,
 )
-from heteroreason.model.scheduler import ScheduleError
-from heteroreason.model.simulate import chrome_trace, write_json
-from heteroreason.model.system import CONFIGS, FPGA_MODELS
-from heteroreason.model.traces import TraceError
+from heteroreason.model.system.config import CONFIGS, FPGA_MODELS
+from heteroreason.model.system.scheduler import ScheduleError
+from heteroreason.model.system.simulate import chrome_trace, write_json
+from heteroreason.model.workload.traces import TraceError
 
 
 def main(argv: list[str] | None = None) -> int:

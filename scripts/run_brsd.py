@@ -18,20 +18,20 @@ from pathlib import Path
 
 import numpy as np
 
-from heteroreason.model.controller import (
+from heteroreason.model.controller.brsd import (
     ControllerConfig,
     ControllerError,
     ReferenceGenerator,
     RewardHeadScorer,
     run_problems,
 )
-from heteroreason.model.qwen2_config import PRESETS, qwen2_config
-from heteroreason.model.qwen2_float import FloatDecoder, random_weights
-from heteroreason.model.qwen2_int8 import IntDecoder, calibrate, quantize
-from heteroreason.model.report import format_table
-from heteroreason.model.simulate import simulate
-from heteroreason.model.system import Mode
-from heteroreason.model.traces import TraceError, read_json_lines
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
+from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
+from heteroreason.model.numerics.qwen2_int8 import IntDecoder, calibrate, quantize
+from heteroreason.model.system.config import Mode
+from heteroreason.model.system.simulate import simulate
+from heteroreason.model.workload.traces import TraceError, read_json_lines
 
 
 def read_prompts(path: Path, vocab: int) -> list[tuple[str, list[int]]]:

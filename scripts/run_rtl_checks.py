@@ -15,13 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-from heteroreason.sim.cocotb_run import run_cocotb
-from heteroreason.sim.export import TOPS, build_top, ports_of, write_verilog
-from heteroreason.sim.toolchain import SIMULATORS, requested_simulator
+from heteroreason.sim.flow.export import TOPS, build_top, ports_of, write_verilog
+from heteroreason.sim.flow.toolchain import SIMULATORS, requested_simulator
+from heteroreason.sim.verify.plan import Stimulus
+from heteroreason.sim.verify.runner import run_cocotb
 
 BENCHES = [
-    ("kvmu", "heteroreason.sim.tb.kvmu_tb", {"capacity": 64}),
-    ("kv_frontend", "heteroreason.sim.tb.frontend_tb",
+    ("kvmu", "heteroreason.sim.verify.tb.kvmu_tb", {"capacity": 64}),
+    ("kv_frontend", "heteroreason.sim.verify.tb.frontend_tb",
      {"capacity": 512, "token_width": 16, "max_in_flight": 4}),
 ]
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         log = args.out / "logs" / f"{top}-seed{args.seed}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         result = run_cocotb(top, module, params=params, simulator=simulator, seed=args.seed,
-                            extra_env={"HR_RANDOM_EVENTS": str(args.events)},
+                            stimulus=Stimulus(random_events=args.events),
                             build_root=args.out / "sim", log_file=log)
         seconds = time.monotonic() - start
         verdict = "PASS" if result.failed == 0 and result.tests > 0 else "FAIL"
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{seconds:6.1f} s  log {log}")
 
     if not args.no_formal:
-        from heteroreason.sim.formal import prove_kvmu
+        from heteroreason.sim.flow.formal import prove_kvmu
 
         start = time.monotonic()
         result = prove_kvmu(capacity=16, depth=20, work_dir=args.out / "formal" / "kvmu")

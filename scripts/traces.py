@@ -18,10 +18,21 @@ import re
 import sys
 from pathlib import Path
 
-from heteroreason.model.report import format_table
-from heteroreason.model.trace_import import import_artifact_file, import_token_log
-from heteroreason.model.trace_synth import PROFILES, TraceStats, generate_traces, trace_stats
-from heteroreason.model.traces import BRSD_POLICY, RSD_POLICY, TraceError, dump_traces, load_traces
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.workload.trace_import import import_artifact_file, import_token_log
+from heteroreason.model.workload.trace_synth import (
+    PROFILES,
+    TraceStats,
+    generate_traces,
+    trace_stats,
+)
+from heteroreason.model.workload.traces import (
+    BRSD_POLICY,
+    RSD_POLICY,
+    TraceError,
+    dump_traces,
+    load_traces,
+)
 
 
 def cmd_generate(args) -> int:

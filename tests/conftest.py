@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from heteroreason.sim.toolchain import SIMULATORS, SimulatorNotFound, find_simulator
+from heteroreason.sim.flow.toolchain import SIMULATORS, SimulatorNotFound, find_simulator
 
 
 def pytest_addoption(parser):

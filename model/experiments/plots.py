@@ -1,0 +1,115 @@
+"""PNG plots of a reproduction: ablation bars, per-device latency breakdown, a problem's Gantt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+
+from heteroreason.model.experiments.reproduce import DATASETS, PAPER_LATENCY_S, ReproRow
+from heteroreason.model.system.records import ProblemRun
+
+__all__ = ["plot_ablation", "plot_breakdown", "plot_gantt"]
+
+SERIES = [("baseline", True, "baseline (3 GPUs)"), ("t2", True, "+T2"),
+          ("heteroreason", True, "+T2+T1 (HeteroReason)"),
+          ("heteroreason", False, "HeteroReason, no backtracking")]
+COLORS = {"draft": "#4c72b0", "prm": "#dd8452", "target": "#55a868", "link": "#c44e52",
+          "stall": "#bbbbbb"}
+
+
+def _datasets(rows: Sequence[ReproRow]) -> list[str]:
+    """The paper's datasets first, in its order, then any others (e.g. captured traces)."""
+    present = {r.dataset for r in rows}
+    return [d for d in DATASETS if d in present] + sorted(present - set(DATASETS))
+
+
+def plot_ablation(rows: Sequence[ReproRow], path: Path) -> Path:
+    configs = sorted({r.config for r in rows})
+    datasets = _datasets(rows)
+    fig, axes = plt.subplots(1, len(configs), figsize=(6.5 * len(configs), 4.2), squeeze=False)
+    width = 0.8 / len(SERIES)
+    for ax, config in zip(axes[0], configs, strict=True):
+        for k, (mode, bt, label) in enumerate(SERIES):
+            values = []
+            for d in datasets:
+                match = [r for r in rows if (r.config, r.dataset, r.mode, r.backtracking)
+                         == (config, d, mode, bt)]
+                values.append(match[0].metrics.latency_s if match else 0.0)
+            xs = [i + (k - (len(SERIES) - 1) / 2) * width for i in range(len(datasets))]
+            ax.bar(xs, values, width, label=label)
+            paper = PAPER_LATENCY_S.get((config, mode, bt))
+            if paper and all(d in DATASETS for d in datasets):
+                ax.scatter(xs, [paper[DATASETS.index(d)] for d in datasets], marker="_",
+                           s=160, color="black", zorder=3,
+                           label="paper (Fig. 10)" if k == 0 else None)
+        ax.set_xticks(range(len(datasets)), datasets)
+        ax.set_ylabel("latency (s/problem)")
+        ax.set_title(f"{config}: ablation")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_breakdown(rows: Sequence[ReproRow], path: Path) -> Path:
+    """Busy seconds per device and stall, per mode (with backtracking), per dataset."""
+    configs = sorted({r.config for r in rows})
+    datasets = _datasets(rows)
+    modes = ["baseline", "t2", "heteroreason"]
+    fig, axes = plt.subplots(len(configs), len(datasets), figsize=(3.2 * len(datasets),
+                             3.2 * len(configs)), squeeze=False)
+    for i, config in enumerate(configs):
+        for j, dataset in enumerate(datasets):
+            ax = axes[i][j]
+            for x, mode in enumerate(modes):
+                match = [r for r in rows if (r.config, r.dataset, r.mode, r.backtracking)
+                         == (config, dataset, mode, True)]
+                if not match:
+                    continue
+                m = match[0].metrics
+                bottom = 0.0
+                for device in ("draft", "prm", "target"):
+                    value = m.utilization[device] * m.latency_s
+                    ax.bar(x, value, 0.6, bottom=bottom, color=COLORS[device])
+                    bottom += value
+                ax.bar(x, m.stall_share * m.latency_s, 0.6, bottom=bottom, color=COLORS["stall"])
+                ax.plot([x - 0.35, x + 0.35], [m.latency_s] * 2, color="black")
+            ax.set_xticks(range(len(modes)), ["base", "T2", "T2+T1"])
+            ax.set_title(f"{config} {dataset}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel("busy s/problem (line: latency)")
+    handles = [Patch(color=COLORS[k], label=k) for k in ("draft", "prm", "target", "stall")]
+    fig.legend(handles=handles, loc="lower center", ncol=4)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_gantt(runs: Sequence[ProblemRun], path: Path) -> Path:
+    """One row per resource and run; wasted work hatched, stalls grey."""
+    fig, axes = plt.subplots(len(runs), 1, figsize=(12, 1.9 * len(runs) + 0.6), squeeze=False)
+    resources = ["link", "target", "prm", "draft"]
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        for iv in run.intervals:
+            y = resources.index(iv.resource)
+            color = COLORS["stall"] if iv.kind == "stall" else COLORS[iv.resource]
+            ax.broken_barh([(iv.start_ms / 1e3, max(iv.duration_ms / 1e3, 1e-4))],
+                           (y - 0.35, 0.7), facecolors=color,
+                           hatch="///" if iv.wasted else None, edgecolor="white", linewidth=0.3)
+        ax.set_yticks(range(len(resources)), resources)
+        ax.set_xlim(0, max(r.latency_ms for r in runs) / 1e3 * 1.01)
+        ax.set_title(f"{run.trace.dataset}/{run.trace.problem_id} {run.config.name} "
+                     f"{run.mode.value}: {run.latency_ms / 1e3:.2f} s", fontsize=9)
+    axes[-1, 0].set_xlabel("time (s); hatched: discarded work; grey: speculation stall")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,152 @@
+"""The reproduction of the paper's evaluation (Fig. 8/10): every configuration, dataset and mode,
+with and without backtracking, compared with the paper's figures (DESIGN §8)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.metrics import DatasetMetrics
+from heteroreason.model.system.simulate import SimulationResult, simulate
+from heteroreason.model.workload.bundled import BUNDLED_PROBLEMS, BUNDLED_SEED, load_bundled
+from heteroreason.model.workload.trace_import import import_artifact_file
+from heteroreason.model.workload.trace_synth import PROFILES, generate_traces
+from heteroreason.model.workload.traces import RSD_POLICY, ProblemTrace, TraceError, load_traces
+
+__all__ = ["DATASETS", "PAPER_LATENCY_S", "ReproRow", "load_trace_sets", "reproduce",
+           "synthetic_no_backtrack_sets", "write_rows"]
+
+DATASETS = ("math500", "gsm8k", "gaokao2023en", "olympiadbench")
+
+# Fig. 10, seconds per problem (DESIGN §8): baseline, +T2, +T2+T1, and +T2+T1 without
+# backtracking (Config1 only); Fig. 9: RSD on three GPUs (the artifact's figure_metrics.json)
+PAPER_LATENCY_S = {
+    ("config1", "rsd", False): (9.63, 5.96, 10.74, 15.59),
+    ("config1", "baseline", True): (11.66, 6.39, 12.15, 21.44),
+    ("config1", "t2", True): (9.66, 4.33, 10.42, 17.66),
+    ("config1", "heteroreason", True): (8.84, 2.36, 8.73, 15.48),
+    ("config1", "heteroreason", False): (7.08, 2.20, 6.71, 11.51),
+    ("config2", "baseline", True): (10.56, 7.16, 13.71, 17.94),
+    ("config2", "t2", True): (8.75, 4.53, 8.71, 12.83),
+    ("config2", "heteroreason", True): (8.87, 2.62, 9.05, 14.45),
+}
+# Fig. 8 energy, J/token (Config1): baseline and HeteroReason
+PAPER_J_PER_TOKEN = {
+    ("config1", "baseline", True): (6.86, 10.17, 7.18, 7.64),
+    ("config1", "heteroreason", True): (4.57, 3.38, 4.49, 4.92),
+}
+
+MODES_WITH_BT = (Mode.BASELINE, Mode.T2, Mode.HETEROREASON)
+MODES_WITHOUT_BT = (Mode.RSD, Mode.T2, Mode.HETEROREASON)
+
+
+@dataclass(frozen=True)
+class ReproRow:
+    config: str
+    dataset: str
+    backtracking: bool
+    mode: str
+    metrics: DatasetMetrics
+    speedup_vs_baseline: float
+    paper_latency_s: float | None
+    paper_j_per_token: float | None
+
+    HEADER = ("config", "dataset", "bt", "mode", "latency s", "paper s", "diff %", "speedup",
+              "goodput tok/s", "throughput tok/s", "J/token", "paper J/token",
+              "J/output token (dev)", "stall %", "stalled steps %", "comm %",
+              "wasted energy %")
+
+    def cells(self) -> list[str]:
+        m = self.metrics
+        diff = ("" if self.paper_latency_s is None
+                else f"{100 * (m.latency_s / self.paper_latency_s - 1):+.0f}")
+        return [self.config, self.dataset, "yes" if self.backtracking else "no", self.mode,
+                f"{m.latency_s:.2f}",
+                "" if self.paper_latency_s is None else f"{self.paper_latency_s:.2f}", diff,
+                f"{self.speedup_vs_baseline:.2f}", f"{m.goodput_tokens_s:.1f}",
+                f"{m.throughput_tokens_s:.1f}", f"{m.j_per_token_system:.2f}",
+                "" if self.paper_j_per_token is None else f"{self.paper_j_per_token:.2f}",
+                f"{m.j_per_output_token_device:.2f}", f"{100 * m.stall_share:.1f}",
+                f"{100 * m.stalled_step_share:.1f}", f"{100 * m.comm_share:.4f}",
+                f"{100 * m.wasted_energy_share:.2f}"]
+
+
+def load_trace_sets(paths: Iterable[Path], *, prompt_tokens: int | None = None
+                    ) -> dict[str, list[ProblemTrace]]:
+    """Traces grouped by dataset, from project JSONL files or artifact folders/files."""
+    sets: dict[str, list[ProblemTrace]] = {}
+    for path in map(Path, paths):
+        if path.is_dir():
+            files = sorted(path.rglob("example_*.json"))
+            if not files:
+                raise TraceError(str(path), None, "holds no artifact example_*.json files")
+            traces = [import_artifact_file(f, prompt_tokens=prompt_tokens) for f in files]
+        elif path.suffix == ".json":
+            traces = [import_artifact_file(path, prompt_tokens=prompt_tokens)]
+        else:
+            traces = load_traces(path)
+        for trace in traces:
+            sets.setdefault(trace.dataset, []).append(trace)
+    return sets
+
+
+def bundled_sets() -> dict[str, list[ProblemTrace]]:
+    return {name: load_bundled(name) for name in DATASETS}
+
+
+def synthetic_no_backtrack_sets() -> dict[str, list[ProblemTrace]]:
+    """The bundled sets' companions without backtracking (same seed and size, RSD policy)."""
+    return {name: generate_traces(PROFILES[name], seed=BUNDLED_SEED, problems=BUNDLED_PROBLEMS,
+                                  policy=RSD_POLICY) for name in DATASETS}
+
+
+def _paper(table, config, mode, bt, dataset):
+    values = table.get((config, mode, bt))
+    if values is None or dataset not in DATASETS:
+        return None
+    return values[DATASETS.index(dataset)]
+
+
+def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
+              without_bt: dict[str, list[ProblemTrace]] | None, *, fpga: str | None = None,
+              ) -> tuple[list[ReproRow], dict[tuple, SimulationResult]]:
+    rows, results = [], {}
+    ordered = [d for d in DATASETS if d in with_bt] + sorted(set(with_bt) - set(DATASETS))
+    for config_name in configs:
+        config = system_config(config_name, fpga=fpga)
+        for dataset in ordered:
+            baseline = None
+            plan = [(True, m, with_bt[dataset]) for m in MODES_WITH_BT]
+            if without_bt and dataset in without_bt:
+                plan += [(False, m, without_bt[dataset]) for m in MODES_WITHOUT_BT]
+            for bt, mode, traces in plan:
+                result = simulate(traces, config, mode)
+                results[(config_name, dataset, bt, mode.value)] = result
+                if baseline is None:
+                    baseline = result.summary.latency_s
+                rows.append(ReproRow(
+                    config_name, dataset, bt, mode.value, result.summary,
+                    baseline / result.summary.latency_s,
+                    _paper(PAPER_LATENCY_S, config_name, mode.value, bt, dataset),
+                    _paper(PAPER_J_PER_TOKEN, config_name, mode.value, bt, dataset)))
+    return rows, results
+
+
+def write_rows(rows: Sequence[ReproRow], out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = out_dir / "reproduction.csv"
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(ReproRow.HEADER)
+        writer.writerows(r.cells() for r in rows)
+    json_path = out_dir / "reproduction.json"
+    json_path.write_text(json.dumps(
+        [{"config": r.config, "dataset": r.dataset, "backtracking": r.backtracking,
+          "mode": r.mode, "speedup_vs_baseline": r.speedup_vs_baseline,
+          "paper_latency_s": r.paper_latency_s, "paper_j_per_token": r.paper_j_per_token,
+          **asdict(r.metrics)} for r in rows], indent=1))
+    return csv_path, json_path

@@ -1,0 +1,118 @@
+"""System configurations (hardware apart from workloads) and scheduler modes (DESIGN §6)."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from dataclasses import dataclass, replace
+
+from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
+from heteroreason.model.timing.device_timing import LlmTiming, timing
+from heteroreason.model.timing.energy import DevicePower, power
+from heteroreason.model.timing.fpga.platform import BOARDS, draft_timing
+from heteroreason.model.timing.link import LinkConfig, link
+
+__all__ = ["CONFIGS", "FPGA_MODELS", "Mode", "SystemConfig", "system_config"]
+
+
+class Mode(enum.Enum):
+    """Scheduler modes.
+
+    ``rsd``: sequential, no backtracking, the target's step is not scored.
+    ``baseline``: BRSD on three GPUs, sequential.
+    ``t2``: baseline plus step-ahead speculation and refinement (target prefetch, partial-output
+    cache), GPUs only.
+    ``heteroreason``: ``t2`` with the draft on the FPGA (KV migration, KVMU rollback, shadow
+    synchronisation over PCIe).
+    """
+
+    RSD = "rsd"
+    BASELINE = "baseline"
+    T2 = "t2"
+    HETEROREASON = "heteroreason"
+
+    @classmethod
+    def parse(cls, name: str) -> Mode:
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(f"unknown mode {name!r}; choose one of "
+                             f"{', '.join(m.value for m in cls)}") from None
+
+    @property
+    def overlapped(self) -> bool:
+        return self in (Mode.T2, Mode.HETEROREASON)
+
+    @property
+    def on_fpga(self) -> bool:
+        return self is Mode.HETEROREASON
+
+    @property
+    def backtracking(self) -> bool:
+        return self is not Mode.RSD
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """The machine: the three models' timing, the FPGA draft, the link, device power."""
+
+    name: str
+    draft_gpu: LlmTiming
+    prm: LlmTiming
+    target: LlmTiming
+    fpga: LlmTiming
+    link: LinkConfig
+    draft_model: Qwen2Config
+    draft_gpu_power: DevicePower
+    prm_power: DevicePower
+    target_power: DevicePower
+    fpga_power: DevicePower
+    three_gpu_system_w: float
+    fpga_system_w: float
+    kv_bytes_per_element: float = 2.0
+
+    def with_fpga(self, fpga: LlmTiming, fpga_power: DevicePower | None = None) -> SystemConfig:
+        return replace(self, fpga=fpga, fpga_power=fpga_power or self.fpga_power)
+
+
+def _rtl_draft(board: str) -> tuple[LlmTiming, DevicePower]:
+    b = BOARDS[board]
+    return draft_timing(board), DevicePower(board, b.power_w, b.power_w, b.source)
+
+
+# the FPGA draft models a configuration can run with (timing and board power): the artifact
+# simulator's coefficients, or the RTL-calibrated timing of this project's decoder on a board
+FPGA_MODELS = {
+    "artifact": None,  # the configuration's own: the artifact simulator's U280 coefficients
+    "v80": lambda: (timing("fpga/artifact-v80"), power("v80")),
+    **{f"rtl-{board}": functools.partial(_rtl_draft, board) for board in BOARDS},
+}
+
+DRAFT_MODEL = qwen2_config("qwen2.5-0.5b")
+
+CONFIGS: dict[str, SystemConfig] = {
+    "config1": SystemConfig(
+        "config1", timing("config1/draft"), timing("config1/prm"), timing("config1/target"),
+        timing("fpga/artifact-u280"), link("pcie3-x16"), DRAFT_MODEL,
+        power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-7b"), power("u280"),
+        551.19, 488.42),
+    "config2": SystemConfig(
+        "config2", timing("config2/draft"), timing("config2/prm"), timing("config2/target"),
+        timing("fpga/artifact-u280-config2"), link("pcie3-x16"), DRAFT_MODEL,
+        power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-1.5b"), power("u280"),
+        506.55, 438.09),
+}
+
+
+def system_config(name: str, *, fpga: str | None = None) -> SystemConfig:
+    """A configuration by name, optionally with another FPGA draft model (:data:`FPGA_MODELS`)."""
+    if name not in CONFIGS:
+        raise ValueError(f"unknown config {name!r}; choose one of {', '.join(CONFIGS)}")
+    config = CONFIGS[name]
+    if fpga is not None:
+        if fpga not in FPGA_MODELS:
+            raise ValueError(f"unknown FPGA model {fpga!r}; choose one of "
+                             f"{', '.join(FPGA_MODELS)}")
+        if FPGA_MODELS[fpga] is not None:
+            config = config.with_fpga(*FPGA_MODELS[fpga]())
+    return config

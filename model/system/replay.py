@@ -1,0 +1,182 @@
+"""The machinery every replay shares: the four resources with their queues, the event loop, the
+reasoning state (the validated chain and the target's KV) and the costs of common work. The
+modes' state machines subclass :class:`Replay` (:mod:`~heteroreason.model.system.sequential`,
+:mod:`~heteroreason.model.system.overlapped`)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.event_loop import EventLoop, Priority
+from heteroreason.model.system.records import (
+    RESOURCES,
+    Job,
+    JobKind,
+    ProblemRun,
+    Record,
+    Resource,
+)
+from heteroreason.model.workload.traces import ProblemTrace
+
+__all__ = ["Replay", "ScheduleError"]
+
+
+class ScheduleError(ValueError):
+    """A trace that the chosen mode cannot replay, or a broken invariant."""
+
+
+class Replay:
+    """One problem's replay on one system in one mode; :meth:`run` returns its timeline."""
+
+    def __init__(self, trace: ProblemTrace, config: SystemConfig, mode: Mode):
+        self.trace = trace
+        self.cfg = config
+        self.mode = mode
+        self.steps = trace.steps
+        self.n = len(trace.steps)
+        self.loop = EventLoop()
+        self.draft_t = config.fpga if mode.on_fpga else config.draft_gpu
+        self.records: list[Record] = []
+        self.running: dict[Resource, Record | None] = dict.fromkeys(RESOURCES)
+        self.queues: dict[Resource, deque[Job]] = {r: deque() for r in RESOURCES}
+        self.job_id = 0
+        self.epoch = 0
+        self.chain: list[int] = []  # tokens of each validated step
+        self.ctx = trace.prompt_tokens  # validated tokens (prompt + chain)
+        self.target_kv = 0
+        self.v = 0  # the step being decided
+        self.done_ms: float | None = None
+        self.stalled_steps = 0
+        self.reused = 0
+
+    # ------------------------------------------------------------------ resources
+
+    def request(self, res: Resource, kind: JobKind, duration: float, step: int, tokens: int,
+                priority: Priority, done: Callable[..., None] | None = None, *args) -> None:
+        job = Job(kind, duration, step, tokens, priority, done, args, self.epoch)
+        if self.running[res] is None:
+            self._start(res, job)
+        else:
+            self.queues[res].append(job)
+
+    def _start(self, res: Resource, job: Job) -> None:
+        now = self.loop.now
+        self.job_id += 1
+        self.running[res] = Record(res, job.kind, now, now + job.duration_ms, job.step,
+                                   job.tokens, False, self.job_id, job.epoch)
+        self.loop.at(now + job.duration_ms, job.priority, self._finish, res, self.job_id,
+                     job.done, job.args)
+
+    def _finish(self, res: Resource, job_id: int, done, args) -> None:
+        record = self.running[res]
+        if record is None or record.job_id != job_id:
+            return  # cancelled
+        self.records.append(record)
+        self._next(res)
+        if done is not None:
+            done(*args)
+
+    def _next(self, res: Resource) -> None:
+        self.running[res] = None
+        queue = self.queues[res]
+        while queue:
+            job = queue.popleft()
+            if job.epoch == self.epoch:
+                self._start(res, job)
+                return
+            # a stale job (from before a backtrack) never starts
+
+    def cancel(self, res: Resource, *, wasted: bool = True) -> Record | None:
+        """Stop the running job now, recording its partial work (as wasted by default)."""
+        record = self.running[res]
+        if record is None:
+            return None
+        now = self.loop.now
+        if record.end_ms > record.start_ms:
+            record.tokens = int(record.tokens * (now - record.start_ms)
+                                / (record.end_ms - record.start_ms))
+        record.end_ms = now
+        record.wasted = wasted
+        self.records.append(record)
+        self._next(res)
+        return record
+
+    def transfer(self, tokens: int, step: int, done, *args) -> None:
+        self.request(Resource.LINK, JobKind.TOKENS, self.cfg.link.tokens_ms(tokens), step,
+                     tokens, Priority.TRANSFER, done, *args)
+
+    def stall(self, start_ms: float, step: int) -> None:
+        """The step-ahead draft of ``step`` waited from ``start_ms`` until now."""
+        self.records.append(Record(Resource.DRAFT, JobKind.STALL, start_ms, self.loop.now, step,
+                                   0, False, 0, self.epoch))
+        self.stalled_steps += 1
+
+    # ------------------------------------------------------------------ common costs
+
+    def draft_ms(self, tokens: int, kv: int) -> float:
+        return self.draft_t.decode_ms(tokens, kv)
+
+    def target_generate_ms(self, tokens: int) -> float:
+        new = max(self.ctx - self.target_kv, 0)
+        self.target_kv = self.ctx
+        prefill = self.cfg.target.prefill_ms(new) if new else 0.0
+        return prefill + self.cfg.target.decode_ms(tokens, self.ctx)
+
+    def commit(self, tokens: int) -> None:
+        self.chain.append(tokens)
+        self.ctx += tokens
+
+    def drop(self, steps: int) -> None:
+        removed = self.chain[len(self.chain) - steps:]
+        del self.chain[len(self.chain) - steps:]
+        self.ctx -= sum(removed)
+        self.target_kv = min(self.target_kv, self.ctx)
+
+    def finish(self) -> None:
+        self.done_ms = self.loop.now
+        for res in RESOURCES:
+            self.queues[res].clear()
+            self.cancel(res)
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        prompt = self.trace.prompt_tokens
+        if self.mode.on_fpga:
+            # the GPU prefills the prompt with the draft model, then the KV migrates
+            self.request(Resource.TARGET, JobKind.DRAFT_PROMPT_PREFILL,
+                         self.cfg.draft_gpu.prefill_ms(prompt), -1, prompt, Priority.TARGET,
+                         self._migrate)
+        else:
+            self.request(Resource.DRAFT, JobKind.PROMPT_PREFILL,
+                         self.draft_t.prefill_ms(prompt), -1, prompt, Priority.SYNC,
+                         self.first_draft)
+
+    def _migrate(self) -> None:
+        kv_ms = self.cfg.link.kv_migration_ms(self.cfg.draft_model, self.trace.prompt_tokens,
+                                              bytes_per_element=self.cfg.kv_bytes_per_element)
+        self.request(Resource.LINK, JobKind.KV_MIGRATION, kv_ms, -1, self.trace.prompt_tokens,
+                     Priority.TRANSFER, self._first_token)
+
+    def _first_token(self) -> None:
+        # INIT(pos) and the GPU's first token with ``last``: one ingested token
+        self.request(Resource.DRAFT, JobKind.INGEST, self.draft_t.ingest_ms(1, self.ctx), -1, 1,
+                     Priority.SYNC, self.first_draft)
+
+    def first_draft(self) -> None:
+        """The draft device holds the prompt: draft the first step."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> ProblemRun:
+        self.start()
+        self.loop.run()
+        if self.done_ms is None:
+            raise ScheduleError(f"problem {self.trace.problem_id}: the replay stopped at step "
+                                f"{self.v} of {self.n} (mode {self.mode.value})")
+        return ProblemRun(self.trace, self.cfg, self.mode,
+                          tuple(r.interval() for r in self.records), self.done_ms,
+                          sum(self.chain), self.stalled_steps, self.reused, self.loop.events)

@@ -1,0 +1,170 @@
+"""Analytic timing model of the DraftEngine's decoder core (:mod:`heteroreason.rtl.decoder.core`),
+operator by operator as the RTL runs them, with constants fitted from RTL simulation
+(:mod:`heteroreason.model.timing.fpga.calibration`).
+
+One token is the RTL's operator table (:data:`heteroreason.rtl.decoder.operators.OPERATORS`) —
+embedding; per layer norm, q/k/v, RoPE of q and k, KV write, attention, o, norm, gate, SiLU table,
+up (with SwiGLU), down; final norm; LM head when the logits are kept — each with the cycles its unit
+needs (scratchpad rows of ``vector_width`` elements on the vector paths, one a cycle where each
+element needs its own parameter, rows x beats, ``3 T`` per attention job, ...) plus a fitted
+per-operator overhead. The weight stream is modelled as the RTL has it: after the request latency it
+delivers one stream beat a cycle into a prefetch buffer (``weight_buffer`` matrix-vector beats)
+until the buffer is full; a matrix-vector operator takes ``lanes // stream_bytes`` stream beats a
+cycle while the buffer has them, and waits on the stream when it does not. So the model is
+stream-bound or compute-bound exactly where the RTL is.
+
+All times are cycles; :meth:`CoreTiming.token_cycles` is the one entry point, and
+:func:`cycles_to_ms` turns cycles into milliseconds at a clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from heteroreason.model.numerics.qwen2_config import Qwen2Config
+from heteroreason.rtl.decoder.operators import Operator, Unit, token_operators
+from heteroreason.rtl.decoder.params import DecoderParams
+
+__all__ = ["OVERHEADS", "CoreTiming", "Overheads", "cycles_to_ms"]
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """Fixed cycles per operator beyond its unit's element, row and beat counts. The defaults
+    are a calibration's rounded values; the committed calibration file holds the fitted ones."""
+
+    first_beat: float = 5.0  # from the token to its first weight beat, beyond the latency
+    embed: float = 28.0
+    norm: float = 49.0  # the divider's 48 cycles and the table
+    vector_load: float = 0.0
+    matvec: float = 0.0
+    rope: float = 44.0
+    kv_write: float = 17.5
+    attention_job: float = 48.0  # the 47-cycle reciprocal and the command
+    silu_table: float = 11.5
+    tail: float = 0.0
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+OVERHEADS = Overheads()
+
+
+@dataclass(frozen=True)
+class CoreTiming:
+    """Cycles of the decoder core for a model, a parameterization and the latency of the
+    memory it reads from (cycles from a request to its first beat)."""
+
+    config: Qwen2Config
+    params: DecoderParams
+    memory_latency_cycles: int = 0
+    overheads: Overheads = OVERHEADS
+
+    def __post_init__(self):
+        if not isinstance(self.params, DecoderParams):
+            raise TypeError(f"params must be a DecoderParams, not {type(self.params).__name__}")
+        self.params.check_model(self.config)
+        latency = self.memory_latency_cycles
+        if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
+            raise ValueError(f"memory_latency_cycles must be a non-negative integer, not "
+                             f"{latency!r}")
+
+    def operators(self, position: int, *, keep_logits: bool = True) -> list[tuple]:
+        """``(name, compute cycles, matrix-vector beats)`` of one token at ``position``, in the
+        RTL's order (the operator table's); the compute cycles of a matrix-vector operator are
+        its vector load."""
+        c = self.config
+        if isinstance(position, bool) or not isinstance(position, int) or \
+                not 0 <= position < c.max_context:
+            raise ValueError(f"position must be in [0, {c.max_context}) (the model's context), "
+                             f"not {position!r}")
+        return [(op.name, *self._cycles(op, position))
+                for _, op in token_operators(c.layers, keep_logits=keep_logits)]
+
+    def _cycles(self, op: Operator, position: int) -> tuple[float, int]:
+        """(compute cycles, matrix-vector beats) of one operator."""
+        c, p, o = self.config, self.params, self.overheads
+        lanes, hd, v = p.lanes, c.head_dim, p.vector_width
+
+        def beats(cols):
+            return -(-cols // lanes)
+
+        if op.unit is Unit.MATVEC:
+            cols, rows = getattr(c, op.cols), getattr(c, op.rows)
+            # a scratchpad row a cycle, then the beat handed over
+            load = o.vector_load if op.reuse else beats(cols) * (lanes // v + 1) + o.vector_load
+            return load, rows * beats(cols)
+        if op.unit is Unit.EMBED:
+            return c.hidden + beats(c.hidden) + o.embed, 0
+        if op.unit is Unit.NORM:
+            return c.hidden // v + c.hidden + o.norm, 0  # rows in, elements out
+        if op.unit is Unit.ROPE:
+            return 2 * getattr(c, op.heads) * hd // v + o.rope, 0  # each head in, then out
+        if op.unit is Unit.KV_WRITE:
+            return c.kv_heads * (2 * hd // v + 1) + o.kv_write, 0
+        if op.unit is Unit.ATTENTION:
+            jobs = c.heads // p.heads_parallel
+            cycles = jobs * (p.heads_parallel * (hd // v + 1) + 3 * (position + 1)
+                             + p.heads_parallel * hd // v + o.attention_job)
+            if p.external_kv:
+                cycles += jobs * self.memory_latency_cycles
+            return cycles, 0
+        if op.unit is Unit.SILU_TABLE:
+            return 256 + o.silu_table, 0
+        raise AssertionError(f"no cycle formula for unit {op.unit}")  # pragma: no cover
+
+    def weight_stream_beats(self, *, keep_logits: bool = True) -> int:
+        """Stream beats of one token: the weight bytes over the stream width."""
+        mv = sum(w for _, _, w in self.operators(0, keep_logits=keep_logits))
+        return (mv + -(-self.config.hidden // self.params.lanes)) * self.params.ratio
+
+    def token_cycles(self, position: int, *, keep_logits: bool = True) -> float:
+        """Cycles from taking a token at ``position`` to being done with it (its sample out)."""
+        p, o = self.params, self.overheads
+        r = p.ratio
+        cap = p.weight_buffer * r  # stream beats the buffer holds
+        total = self.weight_stream_beats(keep_logits=keep_logits)
+        first = self.memory_latency_cycles + r + o.first_beat  # the first stream beat
+        t = 0.0
+        delivered = consumed = 0.0  # stream beats
+
+        def stream(until: float) -> None:
+            nonlocal delivered
+            active = max(0.0, until - max(t, first))
+            delivered = min(delivered + active, consumed + cap, total)
+
+        for name, compute, mv_beats in self.operators(position, keep_logits=keep_logits):
+            if name == "embed":  # its row is the stream's first data
+                rows = -(-self.config.hidden // p.lanes) * r
+                start = max(t, first + rows)
+                stream(start)
+                t = start
+                consumed += rows
+                stream(t + compute)
+                t += compute
+                continue
+            stream(t + compute)
+            t += compute
+            if not mv_beats:
+                continue
+            need = mv_beats * r
+            if t < first:  # nothing has arrived yet
+                stream(first)
+                t = first
+            duration = max(float(mv_beats), need - (delivered - consumed)) + o.matvec
+            consumed += need  # the buffer frees as it drains: the stream runs on meanwhile
+            stream(t + duration)
+            delivered = max(delivered, consumed)
+            t += duration
+        return t + o.tail
+
+    def with_overheads(self, overheads: Overheads) -> CoreTiming:
+        return replace(self, overheads=overheads)
+
+
+def cycles_to_ms(cycles: float, clock_hz: float) -> float:
+    if not clock_hz > 0:
+        raise ValueError(f"clock_hz must be positive, not {clock_hz!r}")
+    return 1000.0 * cycles / clock_hz

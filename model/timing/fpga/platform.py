@@ -1,0 +1,223 @@
+"""FPGA boards (and an edge GPU for comparison), the decoder design chosen for a board, and the
+one-call answer: draft milliseconds per token for a model, a board and a context length.
+
+The design for a board is the :class:`~heteroreason.rtl.decoder.params.DecoderParams` that decodes
+fastest (by the calibrated timing model) among those whose weight stream fits the board's
+usable HBM bandwidth at its clock and whose estimated resources fit the board. Resources are
+estimated from the parameters (:func:`estimate_resources`: a DSP slice per MAC lane and
+attention multiplier, buffers and the score memory in block RAM, logic per multiplier, with
+coefficients from the synthesized test-small engine); a synthesis of a given design is
+``scripts/export_verilog.py --synth``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
+from heteroreason.model.timing.device_timing import LlmTiming
+from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
+from heteroreason.model.timing.fpga.core_cycles import CoreTiming, cycles_to_ms
+from heteroreason.rtl.decoder.params import DecoderParams
+
+__all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "design_for",
+           "draft_ms_per_token", "draft_timing", "edge_gpu_ms_per_token", "estimate_resources",
+           "fpga_board"]
+
+
+@dataclass(frozen=True)
+class Resources:
+    lut: int
+    ff: int
+    dsp: int
+    bram18k: int
+    uram: int
+
+    def fits(self, other: Resources) -> bool:
+        return all(getattr(self, f) <= getattr(other, f) for f in
+                   ("lut", "ff", "dsp", "bram18k", "uram"))
+
+
+@dataclass(frozen=True)
+class FpgaBoard:
+    name: str
+    clock_hz: float
+    hbm_bandwidth_bytes_per_s: float
+    hbm_channels: int
+    usable_fraction: float  # of the peak bandwidth a streaming design sustains
+    resources: Resources
+    power_w: float
+    source: str
+
+    @property
+    def usable_bandwidth_bytes_per_s(self) -> float:
+        return self.hbm_bandwidth_bytes_per_s * self.usable_fraction
+
+    @property
+    def memory_latency_cycles(self) -> int:
+        """The HBM's read latency, about 300 ns, in kernel cycles."""
+        return round(HBM_READ_LATENCY_S * self.clock_hz)
+
+
+HBM_READ_LATENCY_S = 300e-9  # assumed: the order of published HBM2 read latencies on Alveo cards
+_U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=960)
+_V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_301)
+BOARDS: dict[str, FpgaBoard] = {b.name: b for b in (
+    FpgaBoard("u280-200", 200e6, 460e9, 32, 0.85, _U280, 45.0,
+              "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); DESIGN §8: 45 W at 200 MHz"),
+    FpgaBoard("u280-300", 300e6, 460e9, 32, 0.85, _U280, 60.0,
+              "Alveo U280 data sheet; DESIGN §8: 60 W at 300 MHz"),
+    FpgaBoard("v80", 300e6, 819e9, 64, 0.85, _V80, 120.0,
+              "Alveo V80 data sheet (HBM2e 32 GB, 819 GB/s); DESIGN §8: 120 W"),
+)}
+
+
+@dataclass(frozen=True)
+class EdgeGpu:
+    """A GPU whose decode is memory bound: bytes per token over the usable bandwidth."""
+
+    name: str
+    memory_bandwidth_bytes_per_s: float
+    usable_fraction: float
+    power_w: float
+    source: str
+
+
+EDGE_GPUS = {g.name: g for g in (
+    EdgeGpu("jetson-orin-nano", 68e9, 0.8, 15.0,
+            "Jetson Orin Nano 8 GB data sheet: LPDDR5 68 GB/s, 7-15 W"),
+)}
+
+
+def fpga_board(name: str) -> FpgaBoard:
+    if name not in BOARDS:
+        raise KeyError(f"unknown board {name!r}; choose one of {', '.join(BOARDS)}")
+    return BOARDS[name]
+
+
+def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
+    """Resources of a DraftEngine for ``config`` with ``params`` (see the module docstring)."""
+    hd, hp, v = config.head_dim, params.heads_parallel, params.vector_width
+    # MVU lanes; score and value products; per extra vector lane a squarer (RMSNorm), a phase
+    # and two rotation products (RoPE), and an output requantizer (attention, ~4 slices)
+    multipliers = params.lanes + 2 * hp * hd + 8 * (v - 1)
+    # coefficients from two syntheses (Yosys synth_xilinx, UltraScale+): the test-small engine
+    # (16 MACs, 4 heads of 16: LUT 20,179, DSP 199, BRAM18K 78) and the 896-lane MVU alone
+    # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). Yosys
+    # maps each int8 product to a DSP slice.
+    dsp = multipliers + 55
+    buffer_bits = params.weight_buffer * params.lanes * 8
+    score_bits = config.max_context * hp * 32
+    bram18k = math.ceil(buffer_bits / 18432) + math.ceil(score_bits / 18432) + 5
+    if not params.external_kv:
+        bram18k += math.ceil(2 * config.layers * config.kv_heads * config.max_context * hd * 8
+                             / 18432)
+    lut = 11_084 + 86 * params.lanes + 60 * (multipliers - params.lanes)
+    return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=0)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def design_for(config: Qwen2Config | str, board: FpgaBoard | str, *,
+               calibration=None) -> DecoderParams:
+    """The fastest fitting design for the board (at a 2048-token context)."""
+    config = qwen2_config(config) if isinstance(config, str) else config
+    board = fpga_board(board) if isinstance(board, str) else board
+    calibration = calibration or _committed_calibration()
+    return _fastest_fitting(config, board, calibration.overheads)
+
+
+@functools.cache
+def _committed_calibration():
+    return load_calibration(CALIBRATION_FILE)
+
+
+@functools.cache
+def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> DecoderParams:
+    max_stream = board.usable_bandwidth_bytes_per_s / board.clock_hz
+    group = config.heads // config.kv_heads
+    candidates = []
+    latency = board.memory_latency_cycles
+    widths = [v for v in (1, 2, 4, 8, 16, 32)
+              if config.ffn % v == 0 and (config.head_dim // 2) % v == 0]
+    for lanes in _divisors(config.hidden):
+        if lanes < 32:
+            continue
+        for stream_bytes, v, buffer in itertools.product(_divisors(lanes), widths, (512, 4096)):
+            if stream_bytes > max_stream or stream_bytes < lanes // 4 or lanes % v:
+                continue
+            params = DecoderParams(lanes, stream_bytes, heads_parallel=group,
+                                   weight_buffer=buffer, vector_width=v, external_kv=True)
+            resources = estimate_resources(config, params)
+            if not resources.fits(board.resources):
+                continue
+            cycles = CoreTiming(config, params, latency, overheads).token_cycles(
+                min(2048, config.max_context - 1))
+            candidates.append((cycles, resources.bram18k, resources.dsp, params))
+    if not candidates:
+        raise ValueError(f"no design for {config.name} fits {board.name}")
+    # the fastest; of the designs within 0.1 % of it, the one with the fewest block RAMs and
+    # DSP slices
+    fastest = min(c[0] for c in candidates)
+    return min((c for c in candidates if c[0] <= fastest * 1.001), key=lambda c: c[1:3])[3]
+
+
+def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context: int, *,
+                       keep_logits: bool = True) -> float:
+    """Draft milliseconds per decode token of ``model`` on ``board`` after ``context`` tokens
+    (the RTL-calibrated timing of the board's design)."""
+    config = qwen2_config(model) if isinstance(model, str) else model
+    board = fpga_board(board) if isinstance(board, str) else board
+    if isinstance(context, bool) or not isinstance(context, int) or \
+            not 0 <= context < config.max_context:
+        raise ValueError(f"context must be in [0, {config.max_context}) for {config.name}, "
+                         f"not {context!r}")
+    calibration = _committed_calibration()
+    params = design_for(config, board, calibration=calibration)
+    cycles = CoreTiming(config, params, board.memory_latency_cycles,
+                        calibration.overheads).token_cycles(context, keep_logits=keep_logits)
+    return cycles_to_ms(cycles, board.clock_hz)
+
+
+@functools.cache
+def draft_timing(board: str, model: str = "qwen2.5-0.5b") -> LlmTiming:
+    """The board's RTL-calibrated draft timing in the scheduler's form: decode and KV slope
+    from a least-squares line through :func:`draft_ms_per_token` at 64 contexts over the
+    model's range, the ingest (shadow-synchronisation) cost from the token without its LM head
+    (see :class:`~heteroreason.model.timing.device_timing.LlmTiming`), over contexts up to 4096. The
+    line is exact where the design is compute bound (its attention is linear in the context);
+    its largest deviation from the timing model is stated in ``source``."""
+    config = qwen2_config(model)
+    fpga_board(board)
+    last = min(config.max_context, 4096) - 1
+    contexts = [round(k * last / 63) for k in range(64)]
+    ms = [draft_ms_per_token(config, board, n) for n in contexts]
+    mean_n, mean_ms = sum(contexts) / 64, sum(ms) / 64
+    slope = sum((n - mean_n) * (t - mean_ms) for n, t in zip(contexts, ms, strict=True)) / \
+        sum((n - mean_n) ** 2 for n in contexts)
+    intercept = mean_ms - slope * mean_n
+    worst = max(abs(intercept + slope * n - t) / t for n, t in zip(contexts, ms, strict=True))
+    head_ms = ms[0] - draft_ms_per_token(config, board, 0, keep_logits=False)  # the LM head
+    # a token at context n attends to kv = n + 1 entries, itself included: the scheduler's
+    # convention (LlmTiming.decode_ms)
+    return LlmTiming(f"fpga/rtl-{board}", config.name, board,
+                     decode_ms_per_token=intercept - slope, decode_ms_per_kv_token=slope,
+                     ingest_ms_per_token=intercept - slope - head_ms,
+                     source=f"RTL-calibrated timing model, design {design_for(config, board)}; "
+                            f"line fit within {100 * worst:.2f} %")
+
+
+def edge_gpu_ms_per_token(model: str | Qwen2Config, gpu: str, context: int) -> float:
+    """Memory-bound decode on an edge GPU: weight and KV bytes over the usable bandwidth."""
+    config = qwen2_config(model) if isinstance(model, str) else model
+    if gpu not in EDGE_GPUS:
+        raise KeyError(f"unknown GPU {gpu!r}; choose one of {', '.join(EDGE_GPUS)}")
+    g = EDGE_GPUS[gpu]
+    counts = config.decode_counts(context)
+    bytes_per_token = counts.weight_bytes + counts.kv_bytes_read + counts.kv_bytes_written
+    return 1000.0 * bytes_per_token / (g.memory_bandwidth_bytes_per_s * g.usable_fraction)

@@ -1,0 +1,182 @@
+"""Importers from the paper artifact's trace formats into :mod:`heteroreason.model.workload.traces`.
+
+Per-problem execution traces (``Hardware/inputs/Config1/with_bt/<dataset>/example_<N>.json``)
+    ``accept_pure_draft`` -> accept, ``target_rescue`` -> rescue; a ``BACKTRACK_EVENT`` turns
+    the rescue just before it into a backtrack of ``steps_dropped`` steps whose regenerated step
+    has the event's ``target_tokens_spent`` tokens. Files without ``prompt_tokens`` (the
+    ``no_bt`` set) need ``prompt_tokens`` from the caller.
+Token logs (JSONL with ``step_attempts``)
+    ``accept`` -> accept, ``target_intervention`` -> rescue; a ``backtrack_trigger`` turns the
+    rescue before it into a backtrack of ``from_step - to_step`` steps, after which drafting
+    resumes (no regenerated step). After an earlier backtrack the logs' step numbers need not
+    match the accepted steps there are; a record whose backtrack would go back beyond the
+    start is inconsistent and is reported (``import_token_log(..., skip_invalid=True)`` lists
+    such records and imports the rest). Token logs carry no prompt length: the caller gives
+    one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from heteroreason.model.workload.traces import (
+    BRSD_POLICY,
+    Policy,
+    ProblemTrace,
+    StepEvent,
+    TraceError,
+    parse_trace,
+    read_json_lines,
+    trace_to_json,
+)
+
+__all__ = ["import_artifact_file", "import_artifact_problem", "import_token_log",
+           "import_token_log_record"]
+
+
+def _get(obj: dict, key: str, where: str, kinds=(int,)):
+    if key not in obj:
+        raise TraceError(where, key, "is required")
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise TraceError(where, key, f"must be {names}", value)
+    return value
+
+
+def _count(obj: dict, key: str, where: str) -> int:
+    value = _get(obj, key, where)
+    if value < 0:
+        raise TraceError(where, key, "must not be negative", value)
+    return value
+
+
+def _validated(trace: ProblemTrace, where: str) -> ProblemTrace:
+    # the imported trace must satisfy every rule a hand-written one does
+    return parse_trace(trace_to_json(trace), where)
+
+
+def import_artifact_problem(obj, *, dataset: str, where: str,
+                            prompt_tokens: int | None = None,
+                            policy: Policy = BRSD_POLICY) -> ProblemTrace:
+    """Convert one artifact execution trace (a decoded JSON object)."""
+    if not isinstance(obj, dict):
+        raise TraceError(where, None, "an artifact trace must be a JSON object")
+    problem_id = _get(obj, "idx", where, (int, str))
+    if "prompt_tokens" in obj:
+        prompt = _count(obj, "prompt_tokens", where)
+    elif prompt_tokens is not None:
+        prompt = prompt_tokens
+    else:
+        raise TraceError(where, "prompt_tokens",
+                         "is missing (no_bt traces): give the prompt length explicitly")
+    events = obj.get("execution_trace")
+    if not isinstance(events, list) or not events:
+        raise TraceError(where, "execution_trace", "must be a non-empty list", events)
+    steps: list[StepEvent] = []
+    for i, event in enumerate(events):
+        ewhere = f"{where}: execution_trace[{i}]"
+        if not isinstance(event, dict):
+            raise TraceError(ewhere, None, "an event must be an object", event)
+        status = _get(event, "status", ewhere, (str,))
+        if status == "accept_pure_draft":
+            steps.append(StepEvent("accept", _count(event, "draft_tokens_spent", ewhere)))
+        elif status == "target_rescue":
+            steps.append(StepEvent("rescue", _count(event, "draft_tokens_spent", ewhere),
+                                   _count(event, "target_tokens_spent", ewhere)))
+        elif status == "BACKTRACK_EVENT":
+            if not steps or steps[-1].outcome != "rescue":
+                raise TraceError(ewhere, "status", "a backtrack must follow a target rescue",
+                                 status)
+            failed = steps.pop()
+            steps.append(StepEvent("backtrack", failed.draft_tokens, failed.target_tokens,
+                                   backtrack_steps=_count(event, "steps_dropped", ewhere),
+                                   regenerated_tokens=_count(event, "target_tokens_spent",
+                                                             ewhere)))
+        else:
+            raise TraceError(ewhere, "status", "is not accept_pure_draft, target_rescue or "
+                             "BACKTRACK_EVENT", status)
+    summary = obj.get("summary") if isinstance(obj.get("summary"), dict) else {}
+    correct = summary.get("is_correct")
+    trace = ProblemTrace(dataset, str(problem_id), prompt, tuple(steps),
+                         correct if isinstance(correct, bool) else None, policy)
+    return _validated(trace, where)
+
+
+def import_artifact_file(path: Path | str, *, dataset: str | None = None,
+                         prompt_tokens: int | None = None,
+                         policy: Policy = BRSD_POLICY) -> ProblemTrace:
+    """Import one ``example_<N>.json``; the dataset defaults to its folder's name."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text())
+    except OSError as exc:
+        raise TraceError(str(path), None, f"cannot be read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{path}:{exc.lineno}", None, f"is not valid JSON: {exc.msg}") from None
+    return import_artifact_problem(obj, dataset=dataset or path.parent.name, where=str(path),
+                                   prompt_tokens=prompt_tokens, policy=policy)
+
+
+def import_token_log_record(obj, *, dataset: str, where: str, prompt_tokens: int,
+                            policy: Policy = BRSD_POLICY) -> ProblemTrace:
+    """Convert one token-log record (a decoded JSON object)."""
+    if not isinstance(obj, dict):
+        raise TraceError(where, None, "a token-log record must be a JSON object")
+    problem_id = _get(obj, "idx", where, (int, str))
+    attempts = obj.get("step_attempts")
+    if not isinstance(attempts, list) or not attempts:
+        raise TraceError(where, "step_attempts", "must be a non-empty list", attempts)
+    steps: list[StepEvent] = []
+    for i, attempt in enumerate(attempts):
+        awhere = f"{where}: step_attempts[{i}]"
+        if not isinstance(attempt, dict):
+            raise TraceError(awhere, None, "an attempt must be an object", attempt)
+        outcome = _get(attempt, "outcome", awhere, (str,))
+        if outcome == "accept":
+            steps.append(StepEvent("accept", _count(attempt, "draft_tokens", awhere)))
+        elif outcome == "target_intervention":
+            steps.append(StepEvent("rescue", _count(attempt, "draft_tokens", awhere),
+                                   _count(attempt, "target_tokens", awhere)))
+        elif outcome == "backtrack_trigger":
+            if not steps or steps[-1].outcome != "rescue":
+                raise TraceError(awhere, "outcome", "a backtrack must follow a target "
+                                 "intervention", outcome)
+            distance = _count(attempt, "from_step", awhere) - _count(attempt, "to_step", awhere)
+            if distance < 1:
+                raise TraceError(awhere, "to_step", "must be before from_step",
+                                 attempt["to_step"])
+            failed = steps.pop()
+            steps.append(StepEvent("backtrack", failed.draft_tokens, failed.target_tokens,
+                                   backtrack_steps=distance))
+        else:
+            raise TraceError(awhere, "outcome",
+                             "is not accept, target_intervention or backtrack_trigger", outcome)
+    score = obj.get("score")
+    correct = score[0] if isinstance(score, list) and score and isinstance(score[0], bool) \
+        else None
+    trace = ProblemTrace(dataset, str(problem_id), prompt_tokens, tuple(steps), correct, policy)
+    return _validated(trace, where)
+
+
+def import_token_log(path: Path | str, *, dataset: str, prompt_tokens: int,
+                     policy: Policy = BRSD_POLICY, skip_invalid: bool = False,
+                     ) -> tuple[list[ProblemTrace], list[TraceError]]:
+    """Import every record of a token-log JSONL file.
+
+    Returns the traces and, with ``skip_invalid``, the errors of the records left out;
+    without it the first inconsistent record raises.
+    """
+    traces, skipped = [], []
+    for where, obj in read_json_lines(path):
+        try:
+            traces.append(import_token_log_record(obj, dataset=dataset, where=where,
+                                                  prompt_tokens=prompt_tokens, policy=policy))
+        except TraceError as exc:
+            if not skip_invalid:
+                raise
+            skipped.append(exc)
+    if not traces:
+        raise TraceError(str(path), None, "holds no importable records")
+    return traces, skipped

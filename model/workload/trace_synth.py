@@ -1,0 +1,230 @@
+"""Synthetic reasoning traces whose statistics match a dataset profile, and trace statistics.
+
+The generator fixes a dataset's totals first and then distributes them, so that its statistics
+land on the profile (to rounding) at any size rather than only on average: the number of step
+events is ``problems x steps_per_problem``, split among problems by a gamma-Poisson draw and
+corrected to the exact total; the numbers of rescues and backtracks are the profile's shares of
+that total; draft tokens per step are log-normal with the profile's spread, rescaled to the
+profile's mean. Backtracks are placed where the policy allows them (at least one accepted step
+before, at most ``max_backtracks`` per problem) and go back ``1 + Geometric`` steps, bounded by
+the accepted steps there are and the policy's depth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from heteroreason.model.workload.traces import BRSD_POLICY, Policy, ProblemTrace, StepEvent
+
+__all__ = ["PROFILES", "DatasetProfile", "TraceStats", "generate_traces", "profile",
+           "trace_stats"]
+
+
+@dataclass(frozen=True)
+class DatasetProfile:
+    """Statistics of one dataset's traces (DESIGN §9; spreads from the artifact's samples)."""
+
+    name: str
+    problems: int
+    steps_per_problem: float
+    accept_share: float
+    rescue_share: float
+    backtrack_share: float
+    draft_tokens_per_step: float
+    draft_tokens_log_sd: float
+    target_tokens_per_rescue: float
+    target_tokens_log_sd: float
+    prompt_tokens: float
+    steps_dispersion: float = 4.0  # gamma shape of the steps-per-problem distribution
+    backtrack_depth_mean: float = 1.5
+
+    def __post_init__(self):
+        shares = self.accept_share + self.rescue_share + self.backtrack_share
+        if not math.isclose(shares, 1.0, abs_tol=1e-3):
+            raise ValueError(f"profile {self.name!r}: outcome shares sum to {shares}, not 1")
+        for key in ("problems", "steps_per_problem", "draft_tokens_per_step",
+                    "target_tokens_per_rescue", "prompt_tokens"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"profile {self.name!r}: {key} must be positive")
+
+    @property
+    def backtracks_per_problem(self) -> float:
+        return self.steps_per_problem * self.backtrack_share
+
+    @property
+    def draft_tokens_per_problem(self) -> float:
+        return self.steps_per_problem * self.draft_tokens_per_step
+
+
+PROFILES: dict[str, DatasetProfile] = {p.name: p for p in (
+    DatasetProfile("math500", 500, 13.4, 0.777, 0.191, 0.032, 70.0, 0.87, 94.0, 0.79, 141.0),
+    # 1.44 %: the table's 1.4 % and 0.11 backtracks/problem, both rounded, agree there
+    DatasetProfile("gsm8k", 1319, 7.3, 0.833, 0.1526, 0.0144, 47.0, 0.61, 71.0, 0.59, 116.0),
+    DatasetProfile("gaokao2023en", 385, 12.2, 0.762, 0.206, 0.032, 77.0, 1.01, 124.0, 0.91,
+                   112.0),
+    DatasetProfile("olympiadbench", 675, 17.7, 0.703, 0.245, 0.052, 87.0, 0.99, 88.0, 0.66,
+                   160.0),
+)}
+
+
+def profile(name: str) -> DatasetProfile:
+    if name not in PROFILES:
+        raise KeyError(f"unknown dataset profile {name!r}; choose one of {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def _split_total(rng: np.random.Generator, total: int, parts: int, shape: float) -> np.ndarray:
+    mean = total / parts
+    counts = np.maximum(rng.poisson(rng.gamma(shape, mean / shape, size=parts)), 1)
+    while counts.sum() != total:
+        diff = total - int(counts.sum())
+        idx = rng.integers(parts, size=abs(diff))
+        if diff > 0:
+            np.add.at(counts, idx, 1)
+        else:
+            for i in idx:
+                if counts[i] > 1:
+                    counts[i] -= 1
+    return counts
+
+
+def _tokens(rng: np.random.Generator, n: int, mean: float, log_sd: float) -> np.ndarray:
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    raw = rng.lognormal(0.0, log_sd, size=n)
+    values = np.maximum(np.rint(raw * (mean / raw.mean())), 1).astype(np.int64)
+    # rescale once more for the rounding and the floor at one token
+    drift = round(mean * n) - int(values.sum())
+    if drift:
+        idx = rng.choice(n, size=abs(drift), replace=True)
+        np.add.at(values, idx, 1 if drift > 0 else -1)
+        values = np.maximum(values, 1)
+    return values
+
+
+def generate_traces(prof: DatasetProfile, *, seed: int, problems: int | None = None,
+                    policy: Policy = BRSD_POLICY) -> list[ProblemTrace]:
+    """Synthetic traces for ``problems`` problems (the profile's count by default)."""
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+    problems = prof.problems if problems is None else problems
+    if not isinstance(problems, int) or problems < 1:
+        raise ValueError(f"problems must be a positive integer, not {problems!r}")
+    rng = np.random.default_rng([seed, sum(map(ord, prof.name))])
+    total = max(round(problems * prof.steps_per_problem), problems)
+    lengths = _split_total(rng, total, problems, prof.steps_dispersion)
+    n_backtrack = round(total * prof.backtrack_share) if policy.max_backtracks else 0
+    n_rescue = round(total * prof.rescue_share)
+    if not policy.max_backtracks:
+        n_rescue = round(total * (prof.rescue_share + prof.backtrack_share))
+
+    outcomes = [["accept"] * int(n) for n in lengths]
+    # backtracks first: a slot after the first step of a problem with budget left
+    slots = [(p, i) for p, n in enumerate(lengths) for i in range(1, int(n))]
+    order = rng.permutation(len(slots))
+    per_problem = np.zeros(problems, dtype=np.int64)
+    placed = 0
+    for k in order:
+        if placed == n_backtrack:
+            break
+        p, i = slots[k]
+        if per_problem[p] < policy.max_backtracks:
+            outcomes[p][i] = "backtrack"
+            per_problem[p] += 1
+            placed += 1
+    free = [(p, i) for p, n in enumerate(lengths) for i in range(int(n))
+            if outcomes[p][i] == "accept"]
+    for k in rng.permutation(len(free))[:n_rescue]:
+        p, i = free[k]
+        outcomes[p][i] = "rescue"
+    draft = _tokens(rng, total, prof.draft_tokens_per_step, prof.draft_tokens_log_sd)
+    n_target = sum(o != "accept" for row in outcomes for o in row)
+    target = _tokens(rng, n_target + placed, prof.target_tokens_per_rescue,
+                     prof.target_tokens_log_sd)
+    prompts = _tokens(rng, problems, prof.prompt_tokens, 0.4)
+    traces = []
+    d = t = 0
+    for p, row in enumerate(outcomes):
+        steps = []
+        chain = 0
+        for outcome in row:  # step 0 is never a backtrack, so chain >= 1 at every backtrack
+            if outcome == "accept":
+                steps.append(StepEvent("accept", int(draft[d])))
+                chain += 1
+            elif outcome == "rescue":
+                steps.append(StepEvent("rescue", int(draft[d]), int(target[t])))
+                t += 1
+                chain += 1
+            else:
+                depth = int(rng.geometric(1.0 / prof.backtrack_depth_mean))
+                depth = min(depth, chain, policy.max_backtrack_depth)
+                steps.append(StepEvent("backtrack", int(draft[d]), int(target[t]),
+                                       backtrack_steps=depth,
+                                       regenerated_tokens=int(target[t + 1])))
+                t += 2
+                chain = chain - depth + 1
+            d += 1
+        traces.append(ProblemTrace(prof.name, str(p), int(prompts[p]), tuple(steps), None,
+                                   policy))
+    return traces
+
+
+@dataclass(frozen=True)
+class TraceStats:
+    dataset: str
+    problems: int
+    steps_per_problem: float
+    accept_share: float
+    rescue_share: float
+    backtrack_share: float
+    backtracks_per_problem: float
+    draft_tokens_per_problem: float
+    draft_tokens_per_step: float
+    target_tokens_per_rescue: float
+    output_tokens_per_problem: float
+    prompt_tokens: float
+
+    COLUMNS = ("dataset", "problems", "steps/problem", "accept %", "rescue %", "backtrack %",
+               "backtracks/problem", "tokens/problem", "tokens/step", "target tokens/rescue",
+               "output tokens/problem", "prompt tokens")
+
+    def row(self) -> list[str]:
+        return [self.dataset, str(self.problems), f"{self.steps_per_problem:.1f}",
+                f"{100 * self.accept_share:.1f}", f"{100 * self.rescue_share:.1f}",
+                f"{100 * self.backtrack_share:.1f}", f"{self.backtracks_per_problem:.2f}",
+                f"{self.draft_tokens_per_problem:.0f}", f"{self.draft_tokens_per_step:.0f}",
+                f"{self.target_tokens_per_rescue:.0f}", f"{self.output_tokens_per_problem:.0f}",
+                f"{self.prompt_tokens:.0f}"]
+
+
+def trace_stats(traces: Sequence[ProblemTrace], dataset: str | None = None) -> TraceStats:
+    """The statistics of §9's table (and a few more) over ``traces``.
+
+    ``tokens/problem`` and ``tokens/step`` count the draft's tokens over all step events
+    (accepted or not); ``target tokens/rescue`` averages the target's tokens over rescues and
+    failed target steps of backtracks.
+    """
+    if not traces:
+        raise ValueError("no traces to summarize")
+    steps = [s for tr in traces for s in tr.steps]
+    n = len(steps)
+    count = {o: sum(s.outcome == o for s in steps) for o in ("accept", "rescue", "backtrack")}
+    targets = [s.target_tokens for s in steps if s.outcome != "accept"]
+    return TraceStats(
+        dataset=dataset or ",".join(sorted({tr.dataset for tr in traces})),
+        problems=len(traces),
+        steps_per_problem=n / len(traces),
+        accept_share=count["accept"] / n,
+        rescue_share=count["rescue"] / n,
+        backtrack_share=count["backtrack"] / n,
+        backtracks_per_problem=count["backtrack"] / len(traces),
+        draft_tokens_per_problem=sum(s.draft_tokens for s in steps) / len(traces),
+        draft_tokens_per_step=sum(s.draft_tokens for s in steps) / n,
+        target_tokens_per_rescue=(sum(targets) / len(targets)) if targets else 0.0,
+        output_tokens_per_problem=sum(tr.output_tokens for tr in traces) / len(traces),
+        prompt_tokens=sum(tr.prompt_tokens for tr in traces) / len(traces),
+    )

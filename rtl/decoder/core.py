@@ -1,0 +1,275 @@
+"""Decoder core: one token through the whole draft model, operator by operator, on one set of
+units (:mod:`~heteroreason.rtl.decoder.mvu`, ``rmsnorm``, ``rope``, ``attention``, ``swiglu``,
+``sampler``) reused across layers, in the order of the operator table
+(:data:`heteroreason.rtl.decoder.operators.OPERATORS`), with weights and parameters read from
+memory in the order of :func:`heteroreason.rtl.decoder.decode_schedule.decode_schedule`."""
+
+from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from heteroreason.model.numerics.qwen2_int8 import QuantizedModel
+from heteroreason.rtl.compare import equals
+from heteroreason.rtl.decoder.attention import Attention, kv_memory_ports
+from heteroreason.rtl.decoder.decode_schedule import decode_schedule
+from heteroreason.rtl.decoder.mvu import MatVecUnit
+from heteroreason.rtl.decoder.operators import (
+    OPERATORS,
+    lm_head_pc,
+)
+from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.rtl.decoder.rmsnorm import RmsNorm
+from heteroreason.rtl.decoder.rope import Rope
+from heteroreason.rtl.decoder.sampler import ArgmaxSampler
+from heteroreason.rtl.decoder.sequencer import Port, Sequencer, Units
+from heteroreason.rtl.decoder.swiglu import SwiGlu
+
+__all__ = ["KV_PORTS", "PARAM_LAYOUT", "DecoderCore"]
+
+KV_PORTS = ("kv_store", "k_req", "v_req", "k_rows", "v_rows")
+PARAM_LAYOUT = data.StructLayout({"value": signed(32), "mult": unsigned(31), "shift": unsigned(6)})
+
+
+class DecoderCore(wiring.Component):
+    """The integer reference's decode step (:class:`heteroreason.model.numerics.qwen2_int8.
+    IntDecoder`) in hardware, one token at a time.
+
+    A beat on ``token`` (id, KV position, whether its logits are kept) runs the token through
+    every layer — its KV entries are written at ``pos`` — and, when its logits are kept, the LM
+    head and the sampler, whose result leaves on ``sample``. The model's scalar constants
+    (RMSNorm epsilon, attention and SwiGLU multipliers, RoPE increments) are fixed at
+    elaboration; the weights are data.
+
+    Weights and parameters are prefetched: as the token is taken, the core requests everything
+    it will read, in :meth:`~heteroreason.rtl.decoder.decode_schedule.DecodeSchedule.
+    fetch_plan` order (three requests on each of ``wreq`` and ``preq``), and the beats queue in
+    on-chip buffers (``weight_buffer`` beats of ``lanes`` bytes, ``param_buffer`` parameter
+    beats) while the operators that need no weights (norms, RoPE, attention, the KV write) run.
+    The weight stream is ``stream_bytes`` wide; a gearbox packs ``lanes // stream_bytes``
+    stream beats into one matrix-vector beat, so with ``lanes > stream_bytes`` the
+    matrix-vector unit drains the buffer faster than memory fills it and the stream never waits
+    on compute once the buffer covers the longest stretch without a matrix-vector product.
+
+    Activations live in one on-chip scratchpad of ``vector_width`` 16-bit elements a row;
+    operators run one after the other. The vector loads of the matrix-vector unit, the
+    RMSNorm's input, RoPE, the KV write's gather, the attention's query gather and its outputs
+    move ``vector_width`` elements a cycle; the embedding, the RMSNorm's outputs (each needs its
+    own gain) and the matrix-vector results move one a cycle. The matrix-vector unit runs at
+    ``lanes`` MACs per cycle (reusing its vector buffer for k/v after q and up after gate;
+    SwiGLU is applied to the up projection's outputs as they leave), the attention unit on
+    ``heads_parallel`` query heads of one KV group at a time.
+
+    Parameters
+    ----------
+    model : QuantizedModel
+        The quantized model whose constants and shapes the core is built for.
+    params : DecoderParams
+        How the core is built (:class:`~heteroreason.rtl.decoder.params.DecoderParams`:
+        lanes, stream width, buffers, heads in parallel, vector width, external KV, the
+        sampler's delimiters and EOS id); checked against the model.
+
+    Members
+    -------
+    token : In(stream.Signature(StructLayout token, pos, keep))
+    sample : Out(stream.Signature(StructLayout token, step_end, eos))
+    wreq, preq : Out(stream.Signature(StructLayout addr, count))
+        Requests in stream beats (``wreq``) and parameter beats (``preq``).
+    wdata : In(stream.Signature(ArrayLayout(signed(8), stream_bytes)))
+    pdata : In(stream.Signature(StructLayout value signed(32), mult, shift))
+    busy : Out(1)
+    weight_wait : Out(1)
+        An operator wants a weight beat and the buffer is empty (memory-bound cycle).
+    buffer_full : Out(1)
+        A weight beat is offered and the buffer has no room (compute-bound cycle).
+    kv_store, k_req, v_req, k_rows, v_rows
+        Only with ``external_kv``: the attention unit's KV memory ports.
+
+    Latency
+    -------
+    A token takes the cycles of :meth:`heteroreason.model.timing.fpga.core_cycles.CoreTiming.
+    token_cycles` (calibrated against this RTL within 2 %).
+    """
+
+    def __init__(self, *, model: QuantizedModel, params: DecoderParams):
+        if not isinstance(model, QuantizedModel):
+            raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
+        if not isinstance(params, DecoderParams):
+            raise TypeError(f"params must be a DecoderParams, not {type(params).__name__}")
+        c = model.config
+        params.check_model(c)
+        self._model = model
+        self._params = params
+        self._schedule = decode_schedule(model, lanes=params.lanes)
+        self._config = c
+        ratio = params.ratio
+        w_beats = len(self._schedule.weight_image) * ratio
+        p_beats = len(self._schedule.param_image)
+        largest = max(max(r.count * (ratio if r.kind == "weights" else 1)
+                          for r in plan) for plan in self._schedule.fetch_plan(0, keep_logits=True))
+        request = data.StructLayout({"addr": range(max(w_beats, p_beats)),
+                                     "count": range(largest + 1)})
+        kv_ports = kv_memory_ports(
+            head_dim=c.head_dim, rows=len(model.layers) * c.kv_heads * c.max_context,
+            max_context=c.max_context) if params.external_kv else {}
+        super().__init__(kv_ports | {
+            "token": In(stream.Signature(data.StructLayout({
+                "token": range(c.vocab), "pos": range(c.max_context), "keep": 1}))),
+            "sample": Out(stream.Signature(data.StructLayout({
+                "token": range(c.vocab), "step_end": 1, "eos": 1}))),
+            "wreq": Out(stream.Signature(request)),
+            "preq": Out(stream.Signature(request)),
+            "wdata": In(stream.Signature(data.ArrayLayout(signed(8), params.stream_bytes))),
+            "pdata": In(stream.Signature(PARAM_LAYOUT)),
+            "busy": Out(1),
+            "weight_wait": Out(1),
+            "buffer_full": Out(1),
+        })
+
+    @property
+    def model(self):
+        return self._model
+
+    @property
+    def params(self) -> DecoderParams:
+        return self._params
+
+    @property
+    def schedule(self):
+        return self._schedule
+
+    @property
+    def lanes(self):
+        return self._params.lanes
+
+    @property
+    def stream_bytes(self):
+        return self._params.stream_bytes
+
+    @property
+    def heads_parallel(self):
+        return self._params.heads_parallel
+
+    @property
+    def vector_width(self):
+        return self._params.vector_width
+
+    @property
+    def external_kv(self):
+        return self._params.external_kv
+
+    def _attention(self) -> Attention:
+        c = self._config
+        return Attention(head_dim=c.head_dim, kv_heads=c.kv_heads,
+                         layers=len(self._model.layers),
+                         max_context=c.max_context, heads=self._params.heads_parallel,
+                         external_kv=self._params.external_kv, width=self._params.vector_width)
+
+    def elaborate(self, platform):
+        m = Module()
+        c, p = self._config, self._params
+        units = Units(
+            mvu=MatVecUnit(lanes=p.lanes, max_beats=-(-max(c.hidden, c.ffn, c.q_dim) // p.lanes),
+                           max_rows=max(c.vocab, c.ffn, c.hidden, c.q_dim)),
+            norm=RmsNorm(max_length=c.hidden, width=p.vector_width),
+            rope=Rope(head_dim=c.head_dim, increments=self._model.rope_inc,
+                      max_position=c.max_context - 1, width=p.vector_width),
+            att=self._attention(), swiglu=SwiGlu(),
+            sampler=ArgmaxSampler(vocab=c.vocab, delimiters=p.delimiters, eos=p.eos))
+        for name, unit in vars(units).items():
+            m.submodules[name] = unit
+        wiring.connect(m, units.sampler.token, wiring.flipped(self.sample))
+        if p.external_kv:
+            wiring.connect(m, units.att.kv_store, wiring.flipped(self.kv_store))
+            wiring.connect(m, units.att.k_req, wiring.flipped(self.k_req))
+            wiring.connect(m, units.att.v_req, wiring.flipped(self.v_req))
+            wiring.connect(m, wiring.flipped(self.k_rows), units.att.k_rows)
+            wiring.connect(m, wiring.flipped(self.v_rows), units.att.v_rows)
+
+        token = Signal(self.token.payload.shape())
+        running = Signal()
+        m.d.comb += [self.busy.eq(running), self.token.ready.eq(~running)]
+        start_token = self.token.valid & ~running
+        self._prefetch(m, token, running, start_token)
+        weights = self._weight_path(m, running)
+        params = self._param_path(m)
+        seq = Sequencer(m, self._model, self._params, units, token, weights, params)
+        with m.If(start_token):
+            m.d.sync += [token.eq(self.token.payload), running.eq(1)]
+            seq.reset()
+
+        lm_head = lm_head_pc()
+        with m.If(running), m.Switch(seq.pc):
+            for pc, op in enumerate(OPERATORS):
+                with m.Case(pc):
+                    if pc == lm_head:
+                        with m.If(~token.keep):
+                            m.d.sync += running.eq(0)
+                        with m.Else():
+                            seq.run(op)
+                    else:
+                        seq.run(op)
+            with m.Default():
+                m.d.sync += running.eq(0)
+        return m
+
+    def _prefetch(self, m, token, running, start_token) -> None:
+        """Three requests per stream, issued as soon as the token is known."""
+        sched, ratio = self._schedule, self._params.ratio
+        w_plan, p_plan = sched.fetch_plan(0, keep_logits=True)
+        embed_row, embed_param = sched.regions["embed"], sched.regions["embed_params"]
+        for req, plan, scale, first in (
+                (self.wreq, w_plan, ratio,
+                 (embed_row.start + token.token * sched.embed_row_beats) * ratio),
+                (self.preq, p_plan, 1, embed_param.start + token.token)):
+            sent = Signal(range(4))
+            with m.If(start_token):
+                m.d.sync += sent.eq(0)
+            m.d.comb += req.valid.eq(running & ((sent < 2) | ((sent < 3) & token.keep)))
+            with m.Switch(sent):
+                with m.Case(0):
+                    m.d.comb += [req.payload.addr.eq(first),
+                                 req.payload.count.eq(plan[0].count * scale)]
+                for k in (1, 2):
+                    with m.Case(k):
+                        m.d.comb += [req.payload.addr.eq(plan[k].start * scale),
+                                     req.payload.count.eq(plan[k].count * scale)]
+            with m.If(req.valid & req.ready):
+                m.d.sync += sent.eq(sent + 1)
+
+    def _weight_path(self, m, running) -> Port:
+        """Stream beats -> gearbox -> prefetch buffer -> the operators."""
+        p = self._params
+        lanes, ratio = p.lanes, p.ratio
+        m.submodules.wbuf = wbuf = fifo.SyncFIFOBuffered(width=lanes * 8, depth=p.weight_buffer)
+        if ratio == 1:
+            m.d.comb += [wbuf.w_data.eq(self.wdata.payload), wbuf.w_en.eq(self.wdata.valid),
+                         self.wdata.ready.eq(wbuf.w_rdy)]
+        else:
+            packed = Signal(lanes * 8)
+            part = Signal(range(ratio))
+            full = Signal()
+            m.d.comb += [wbuf.w_data.eq(packed), wbuf.w_en.eq(full),
+                         self.wdata.ready.eq(~full | wbuf.w_rdy)]
+            with m.If(full & wbuf.w_rdy):
+                m.d.sync += full.eq(0)
+            with m.If(self.wdata.valid & self.wdata.ready):
+                m.d.sync += [packed.word_select(part, p.stream_bytes * 8).eq(self.wdata.payload),
+                             part.eq(part + 1)]
+                with m.If(equals(part, ratio - 1)):
+                    m.d.sync += [part.eq(0), full.eq(1)]
+        port = Port(wbuf.r_rdy, Signal(), Signal(data.ArrayLayout(signed(8), lanes)))
+        m.d.comb += [port.data.eq(wbuf.r_data), wbuf.r_en.eq(port.ready),
+                     self.weight_wait.eq(running & port.ready & ~port.valid),
+                     self.buffer_full.eq(self.wdata.valid & ~self.wdata.ready)]
+        return port
+
+    def _param_path(self, m) -> Port:
+        m.submodules.pbuf = pbuf = fifo.SyncFIFOBuffered(width=PARAM_LAYOUT.size,
+                                                        depth=self._params.param_buffer)
+        m.d.comb += [pbuf.w_data.eq(self.pdata.payload), pbuf.w_en.eq(self.pdata.valid),
+                     self.pdata.ready.eq(pbuf.w_rdy)]
+        port = Port(pbuf.r_rdy, Signal(), Signal(PARAM_LAYOUT))
+        m.d.comb += [port.data.eq(pbuf.r_data), pbuf.r_en.eq(port.ready)]
+        return port
+
+

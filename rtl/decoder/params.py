@@ -1,0 +1,118 @@
+"""The decoder core's parameters: one definition, validated once, read by the RTL
+(:class:`~heteroreason.rtl.decoder.core.DecoderCore`, :class:`~heteroreason.rtl.draft_engine.
+DraftEngine`), the Verilog export, the testbenches, the cycle model, the calibration and the
+design search."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+__all__ = ["DecoderParams"]
+
+
+def _positive(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+
+@dataclass(frozen=True)
+class DecoderParams:
+    """How a decoder core is built, apart from the model it runs.
+
+    Parameters
+    ----------
+    lanes : int
+        MACs per cycle (weights per matrix-vector beat); must divide the hidden size.
+    stream_bytes : int
+        Weight-stream bytes per cycle; must divide ``lanes``. ``None`` (the default): ``lanes``.
+    heads_parallel : int
+        Query heads per attention job; must divide the query heads per KV head.
+    weight_buffer, param_buffer : int
+        Depths of the prefetch buffers (matrix-vector beats, parameter beats).
+    vector_width : int
+        Scratchpad elements per row and per cycle of the vector paths: a power of two that
+        divides ``lanes``, the FFN size and half the head size.
+    external_kv : bool
+        Keep the KV cache in memory behind the attention unit's KV ports instead of on chip.
+    delimiters : tuple of int
+        Step-delimiter token ids the sampler marks (``step_end``).
+    eos : int
+        The end-of-sequence token id the sampler marks.
+    """
+
+    lanes: int
+    stream_bytes: int | None = None
+    heads_parallel: int = 1
+    weight_buffer: int = 1024
+    param_buffer: int = 256
+    vector_width: int = 1
+    external_kv: bool = False
+    delimiters: tuple[int, ...] = ()
+    eos: int = 0
+
+    def __post_init__(self):
+        _positive("lanes", self.lanes)
+        if self.stream_bytes is None:
+            object.__setattr__(self, "stream_bytes", self.lanes)
+        if isinstance(self.stream_bytes, bool) or not isinstance(self.stream_bytes, int) or \
+                self.stream_bytes <= 0 or self.lanes % self.stream_bytes:
+            raise ValueError(f"stream_bytes must be a positive divisor of lanes ({self.lanes}), "
+                             f"not {self.stream_bytes!r}")
+        for name in ("heads_parallel", "weight_buffer", "param_buffer", "vector_width"):
+            _positive(name, getattr(self, name))
+        v = self.vector_width
+        if v & (v - 1) or self.lanes % v:
+            raise ValueError(f"vector_width must be a power of two that divides lanes "
+                             f"({self.lanes}), not {v!r}")
+        if self.external_kv not in (False, True):  # 0 and 1 too
+            raise ValueError(f"external_kv must be a bool, not {self.external_kv!r}")
+        object.__setattr__(self, "external_kv", bool(self.external_kv))
+        if isinstance(self.delimiters, (str, bytes)) or not all(
+                not isinstance(d, bool) and isinstance(d, int) and d >= 0
+                for d in self.delimiters):
+            raise ValueError(f"delimiters must be non-negative token ids, not "
+                             f"{self.delimiters!r}")
+        object.__setattr__(self, "delimiters", tuple(self.delimiters))
+        if isinstance(self.eos, bool) or not isinstance(self.eos, int) or self.eos < 0:
+            raise ValueError(f"eos must be a non-negative token id, not {self.eos!r}")
+
+    @property
+    def ratio(self) -> int:
+        """Stream beats per matrix-vector beat."""
+        return self.lanes // self.stream_bytes
+
+    def check_model(self, config) -> None:
+        """Raise ValueError unless the core can be built for ``config`` (a
+        :class:`~heteroreason.model.numerics.qwen2_config.Qwen2Config`)."""
+        if config.hidden % self.lanes:
+            raise ValueError(f"lanes ({self.lanes}) must divide the hidden size "
+                             f"({config.hidden})")
+        group = config.heads // config.kv_heads
+        if group % self.heads_parallel:
+            raise ValueError(f"heads_parallel ({self.heads_parallel}) must divide the query "
+                             f"heads per KV head ({group})")
+        v = self.vector_width
+        if config.ffn % v or (config.head_dim // 2) % v:
+            raise ValueError(f"vector_width ({v}) must divide the FFN size ({config.ffn}) and "
+                             f"half the head size ({config.head_dim // 2})")
+        for name, ids in (("delimiters", self.delimiters), ("eos", (self.eos,))):
+            bad = [t for t in ids if t >= config.vocab]
+            if bad:
+                raise ValueError(f"{name} must be token ids below the vocabulary size "
+                                 f"({config.vocab}), not {bad[0]}")
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"delimiters": list(self.delimiters)}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> DecoderParams:
+        """The inverse of :meth:`to_json`; unknown or missing fields raise ValueError."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(obj) - names)
+        if unknown:
+            raise ValueError(f"unknown decoder parameter {unknown[0]!r}; the parameters are "
+                             f"{', '.join(sorted(names))}")
+        obj = dict(obj)
+        if "delimiters" in obj:
+            obj["delimiters"] = tuple(obj["delimiters"])
+        return cls(**obj)

@@ -1,0 +1,222 @@
+"""Verilog export of the project's top-level components, with their parameters checked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.hdl import Shape
+from amaranth.lib import wiring
+
+from heteroreason.rtl.decoder.attention import Attention
+from heteroreason.rtl.decoder.core import DecoderCore
+from heteroreason.rtl.decoder.mvu import MatVecUnit
+from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.rtl.decoder.rmsnorm import RmsNorm
+from heteroreason.rtl.decoder.rope import Rope
+from heteroreason.rtl.decoder.sampler import ArgmaxSampler
+from heteroreason.rtl.decoder.swiglu import SwiGlu
+from heteroreason.rtl.draft_engine import DraftEngine
+from heteroreason.rtl.input_mux import InputMux
+from heteroreason.rtl.kv_frontend import KvFrontEnd
+from heteroreason.rtl.kvmu import Kvmu
+
+__all__ = [
+    "TOPS",
+    "ExportError",
+    "Port",
+    "TopSpec",
+    "build_top",
+    "decoder_params",
+    "export_verilog",
+    "parse_params",
+    "ports_of",
+    "seeded_model",
+    "verilog_text",
+    "write_verilog",
+]
+
+
+class ExportError(ValueError):
+    """An unknown top or a bad parameter; the message names which and what is allowed."""
+
+
+@dataclass(frozen=True)
+class TopSpec:
+    """A component that can be exported: its constructor and default parameters (ints, or
+    strings where the default is one)."""
+
+    factory: Callable[..., wiring.Component]
+    defaults: Mapping[str, int | str]
+    summary: str
+
+
+def _decoder_defaults() -> dict[str, int | str]:
+    """The decoder tops' export parameters: the model (``preset``, ``seed`` of its random
+    weights), every :class:`DecoderParams` field with its default (``lanes`` and
+    ``stream_bytes`` 8; ``external_kv`` as 0/1), and the sampler's marks as integers
+    (``delimiter``, ``delimiter2`` -1 for none, ``eos``)."""
+    defaults: dict[str, int | str] = {"preset": "test-tiny", "seed": 1, "lanes": 8,
+                                      "stream_bytes": 8}
+    for f in fields(DecoderParams):
+        if f.name not in defaults and f.name not in ("delimiters", "eos"):
+            defaults[f.name] = int(f.default)
+    return defaults | {"delimiter": 16, "delimiter2": -1, "eos": 1}
+
+
+_DECODER_DEFAULTS = _decoder_defaults()
+
+
+TOPS: dict[str, TopSpec] = {
+    "kvmu": TopSpec(Kvmu, {"capacity": 64}, "KV-cache management unit"),
+    "input_mux": TopSpec(InputMux, {"token_width": 16, "max_in_flight": 4},
+                         "decoder input MUX"),
+    "kv_frontend": TopSpec(KvFrontEnd, {"capacity": 64, "token_width": 16, "max_in_flight": 4},
+                           "KVMU and input MUX wired together"),
+    "mvu": TopSpec(MatVecUnit, {"lanes": 8, "max_beats": 8, "max_rows": 64},
+                   "matrix-vector unit of the decoder"),
+    "rmsnorm": TopSpec(RmsNorm, {"max_length": 64, "width": 1}, "RMSNorm unit of the decoder"),
+    "rope": TopSpec(
+        lambda *, preset, seed, max_position, width: Rope(
+            head_dim=seeded_model(preset, seed).config.head_dim,
+            increments=seeded_model(preset, seed).rope_inc, max_position=max_position,
+            width=width),
+        {"preset": "test-tiny", "seed": 1, "max_position": 32767, "width": 1},
+        "RoPE unit of the decoder (a preset's head size and frequencies)"),
+    "attention": TopSpec(Attention, {"head_dim": 16, "kv_heads": 2, "layers": 2,
+                                     "max_context": 48, "heads": 1, "width": 1},
+                         "attention unit of the decoder (on-chip KV cache)"),
+    "swiglu": TopSpec(SwiGlu, {}, "SwiGLU unit of the decoder"),
+    "sampler": TopSpec(
+        lambda *, vocab, delimiter, eos: ArgmaxSampler(vocab=vocab, delimiters=(delimiter,),
+                                                       eos=eos),
+        {"vocab": 64, "delimiter": 5, "eos": 2}, "argmax sampler with step-end/EOS marks"),
+    "draft_engine": TopSpec(
+        lambda *, capacity, **options: _decoder(DraftEngine, extra={"capacity": capacity},
+                                                **options),
+        {"capacity": 64} | _DECODER_DEFAULTS,
+        "DraftEngine: host interface, KVMU, input MUX and decoder for a preset's model "
+        "(random seeded W8A8 weights)"),
+    "decoder_core": TopSpec(
+        lambda **options: _decoder(DecoderCore, **options), dict(_DECODER_DEFAULTS),
+        "the decoder core alone (one token at a given position through the model)"),
+}
+
+
+def seeded_model(preset: str, seed: int):
+    """The quantized model of ``preset`` with random weights from ``seed`` (calibrated on random
+    tokens from ``seed + 1``): what the RTL tops are built for and the testbenches check
+    against."""
+    from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
+    from heteroreason.model.numerics.qwen2_float import random_weights
+    from heteroreason.model.numerics.qwen2_int8 import calibrate, quantize
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+    weights = random_weights(qwen2_config(preset), seed=seed)
+    return quantize(weights, calibrate(weights, seed=seed + 1, sequences=1, length=32))
+
+
+def decoder_params(*, delimiter: int, delimiter2: int, eos: int, external_kv: int,
+                   **options) -> DecoderParams:
+    """The :class:`DecoderParams` of a decoder top's export parameters (without ``preset``
+    and ``seed``); ``delimiter2`` names a second step delimiter, -1 none."""
+    delimiters = (delimiter,) if delimiter2 == -1 else (delimiter, delimiter2)
+    if external_kv not in (0, 1):
+        raise ValueError(f"external_kv must be 0 or 1, not {external_kv!r}")
+    return DecoderParams(delimiters=delimiters, eos=eos, external_kv=bool(external_kv),
+                         **options)
+
+
+def _decoder(component, *, preset: str, seed: int, extra=None, **options):
+    """A decoder top for ``preset``'s model with random weights from ``seed``; ``extra`` are
+    the component's own keywords (the engine's ``capacity``)."""
+    params = decoder_params(**options)  # checked before the (slow) model is built
+    return component(model=seeded_model(preset, seed), params=params, **(extra or {}))
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    direction: str
+    width: int
+
+
+def _spec(top: str) -> TopSpec:
+    if top not in TOPS:
+        raise ExportError(f"unknown top {top!r}; choose one of {', '.join(sorted(TOPS))}")
+    return TOPS[top]
+
+
+def parse_params(top: str, assignments: Iterable[str]) -> dict[str, int | str]:
+    """Turn ``NAME=VALUE`` strings into the top's full parameter set (defaults filled in)."""
+    spec = _spec(top)
+    params = dict(spec.defaults)
+    for text in assignments:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ExportError(f"parameter {text!r} must be written NAME=VALUE")
+        if name not in spec.defaults:
+            raise ExportError(
+                f"unknown parameter {name!r} for top {top!r}; its parameters are "
+                f"{', '.join(sorted(spec.defaults))}")
+        if isinstance(spec.defaults[name], str):
+            params[name] = value.strip()
+            continue
+        try:
+            params[name] = int(value.strip(), 0)
+        except ValueError:
+            raise ExportError(
+                f"parameter {name!r} of top {top!r} must be an integer, not {value.strip()!r}"
+            ) from None
+    return params
+
+
+def build_top(top: str, params: Mapping[str, int | str] | None = None) -> wiring.Component:
+    """Construct the top with ``params``; a constructor's complaint becomes an ExportError."""
+    spec = _spec(top)
+    params = dict(spec.defaults) | dict(params or {})
+    unknown = set(params) - set(spec.defaults)
+    if unknown:
+        raise ExportError(f"unknown parameter(s) {', '.join(sorted(unknown))} for top {top!r}")
+    try:
+        return spec.factory(**params)
+    except (TypeError, ValueError) as exc:
+        raise ExportError(f"top {top!r}: {exc}") from None
+
+
+def verilog_text(top: str, params: Mapping[str, int | str] | None = None) -> str:
+    """Verilog of the top; the module is named after the top, with no source paths inside."""
+    return verilog.convert(build_top(top, params), name=top, emit_src=False)
+
+
+def export_verilog(top: str, out_dir: Path,
+                   params: Mapping[str, int | str] | None = None) -> Path:
+    """Write ``out_dir/<top>.v`` (left untouched when already identical) and return its path."""
+    return write_verilog(build_top(top, params), top, out_dir)
+
+
+def write_verilog(component: wiring.Component, name: str, out_dir: Path) -> Path:
+    """Write ``component`` as module ``name`` to ``out_dir/<name>.v`` (kept if identical)."""
+    text = verilog.convert(component, name=name, emit_src=False)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.v"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def ports_of(component: wiring.Component) -> list[Port]:
+    """The flattened ports of a component as they appear in its Verilog (plus clk and rst)."""
+    ports = [Port("clk", "input", 1), Port("rst", "input", 1)]
+    for path, member, _value in component.signature.flatten(component):
+        name = "__".join(str(part) for part in path)
+        direction = "output" if member.flow == wiring.Out else "input"
+        ports.append(Port(name, direction, Shape.cast(member.shape).width))
+    return ports

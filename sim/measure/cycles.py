@@ -1,0 +1,79 @@
+"""Cycles of decode tokens measured on the decoder core's RTL (Verilator under cocotb, the
+``token_timing`` test of :mod:`heteroreason.sim.verify.tb.core_tb`): the one measurement the
+calibration grid, the decoder benchmark and the waveform checks all use."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.sim.verify.plan import Stimulus
+from heteroreason.sim.verify.runner import run_cocotb
+
+__all__ = ["MeasurementError", "TokenCycles", "TokenMeasurement", "decoder_top_params",
+           "measure_token_cycles"]
+
+
+class MeasurementError(RuntimeError):
+    """The RTL run failed; the message holds the end of its log."""
+
+
+@dataclass(frozen=True)
+class TokenCycles:
+    """One decode token on the RTL: cycles from taking it to its sample leaving, the weight
+    stream's beats, the cycles an operator waited on an empty buffer and those the stream was
+    held back by a full one, and the wall-clock seconds the simulation took."""
+
+    position: int
+    cycles: int
+    stream_beats: int
+    weight_wait: int
+    buffer_full: int
+    sim_seconds: float
+
+
+@dataclass(frozen=True)
+class TokenMeasurement:
+    tokens: tuple[TokenCycles, ...]
+    build_dir: Path
+    waves: Path | None
+
+
+def decoder_top_params(preset: str, params: DecoderParams, *, seed: int = 1) -> dict:
+    """The ``decoder_core`` export parameters of a core for ``preset`` (random weights from
+    ``seed``) built with ``params``; the sampler's marks keep the export's defaults unless
+    ``params`` names them."""
+    top = {"preset": preset, "seed": seed, "lanes": params.lanes,
+           "stream_bytes": params.stream_bytes, "heads_parallel": params.heads_parallel,
+           "weight_buffer": params.weight_buffer, "param_buffer": params.param_buffer,
+           "external_kv": int(params.external_kv), "vector_width": params.vector_width}
+    if params.delimiters:
+        top["delimiter"] = params.delimiters[0]
+        top["delimiter2"] = params.delimiters[1] if len(params.delimiters) > 1 else -1
+        top["eos"] = params.eos
+    return top
+
+
+def measure_token_cycles(preset: str, params: DecoderParams, positions: Sequence[int], *,
+                         latency: int = 0, stall: float = 0.0, waves: bool = False,
+                         seed: int = 1) -> TokenMeasurement:
+    """Time one decode token at each of ``positions`` (memory ``latency`` cycles, a beat
+    skipped with probability ``stall``); raises :class:`MeasurementError` if the run fails."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, log = Path(tmp) / "timing.json", Path(tmp) / "sim.log"
+        stimulus = Stimulus(positions=tuple(positions), latency=latency, stall=stall,
+                            result=str(out))
+        result = run_cocotb("decoder_core", "heteroreason.sim.verify.tb.core_tb",
+                            params=decoder_top_params(preset, params, seed=seed),
+                            testcase="token_timing", seed=1, waves=waves, log_file=log,
+                            stimulus=stimulus)
+        if result.failed or not out.exists():
+            raise MeasurementError(f"the RTL run of {preset} with {params} failed "
+                                   f"({result.build_dir}):\n{log.read_text()[-3000:]}")
+        rows = json.loads(out.read_text())
+    tokens = tuple(TokenCycles(**row) for row in rows)
+    return TokenMeasurement(tokens, result.build_dir, result.waves)

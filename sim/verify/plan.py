@@ -1,0 +1,118 @@
+"""What a testbench process is told: the top's parameters and the test's stimulus, as one typed
+plan that travels to the simulator process in one environment variable (:data:`PLAN_ENV`).
+
+    plan = RunPlan("decoder_core", params, Stimulus(positions=(16, 300), latency=64))
+    run_cocotb(..., stimulus=plan.stimulus)        # the runner builds the plan
+    RunPlan.current().stimulus.positions           # inside the testbench
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+
+__all__ = ["PLAN_ENV", "RunPlan", "Stimulus"]
+
+PLAN_ENV = "HR_RUN_PLAN"
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    """A test's knobs. Streams: ``idle`` is the probability a source holds back a beat,
+    ``backpressure`` that a sink is not ready; the HBM model answers after ``latency`` cycles and
+    skips a cycle with probability ``stall``.
+
+    Parameters
+    ----------
+    random_events : int
+        Random events (commands, tokens) of the KVMU and front-end benches.
+    mvu_jobs : int
+        Random jobs of the matrix-vector bench.
+    prompt, draft
+        The decoder-core bench: prompt token ids, then greedy tokens to draft.
+    positions
+        The decoder-core timing test: positions to time one decode token at.
+    scenario, cosim
+        The DraftEngine's host scenario and the co-simulation's settings (JSON objects).
+    script
+        The replay bench's transaction script (a JSON file).
+    result
+        A JSON file the bench writes its figures to.
+    """
+
+    random_events: int = 10_000
+    mvu_jobs: int = 60
+    prompt: tuple[int, ...] = ()
+    draft: int = 2
+    positions: tuple[int, ...] = ()
+    latency: int = 0
+    stall: float = 0.0
+    idle: float = 0.0
+    backpressure: float = 0.0
+    scenario: Mapping | None = None
+    cosim: Mapping | None = None
+    script: str | None = None
+    result: str | None = None
+
+    def __post_init__(self):
+        for name in ("random_events", "mvu_jobs", "draft", "latency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"stimulus {name} must be a non-negative integer, not "
+                                 f"{value!r}")
+        for name in ("stall", "idle", "backpressure"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not 0.0 <= value < 1.0:
+                raise ValueError(f"stimulus {name} must be a probability in [0, 1), not "
+                                 f"{value!r}")
+        for name in ("prompt", "positions"):
+            values = tuple(getattr(self, name))
+            if not all(not isinstance(v, bool) and isinstance(v, int) and v >= 0
+                       for v in values):
+                raise ValueError(f"stimulus {name} must be non-negative integers, not "
+                                 f"{values!r}")
+            object.__setattr__(self, name, values)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The top a testbench runs on, its parameters (the export's names, defaults filled in) and
+    the stimulus."""
+
+    top: str
+    params: Mapping[str, int | str]
+    stimulus: Stimulus = field(default_factory=Stimulus)
+
+    def param(self, name: str) -> int:
+        value = self._lookup(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RuntimeError(f"parameter {name!r} of top {self.top!r} is not an integer: "
+                               f"{value!r}")
+        return value
+
+    def param_text(self, name: str) -> str:
+        return str(self._lookup(name))
+
+    def _lookup(self, name: str):
+        if name not in self.params:
+            raise RuntimeError(f"top {self.top!r} has no parameter {name!r}; it has "
+                               f"{', '.join(sorted(self.params))}")
+        return self.params[name]
+
+    def to_env(self) -> dict[str, str]:
+        return {PLAN_ENV: json.dumps({"top": self.top, "params": dict(self.params),
+                                      "stimulus": asdict(self.stimulus)}, sort_keys=True)}
+
+    @classmethod
+    def current(cls) -> RunPlan:
+        """The plan this simulator process was started with."""
+        text = os.environ.get(PLAN_ENV)
+        if text is None:
+            raise RuntimeError(f"{PLAN_ENV} is not set: run this testbench through run_cocotb()")
+        obj = json.loads(text)
+        names = {f.name for f in fields(Stimulus)}
+        return cls(obj["top"], obj["params"],
+                   Stimulus(**{k: v for k, v in obj["stimulus"].items() if k in names}))

@@ -1,0 +1,181 @@
+"""cocotb testbench of the decoder core (top ``decoder_core``): tokens in, samples out, weights
+and parameters from the HBM model; checked token by token against the integer reference, and
+timed for the benchmark.
+
+The run plan's stimulus (:class:`~heteroreason.sim.verify.plan.Stimulus`): ``prompt`` and
+``draft`` (greedy tokens to draft after it), ``positions`` (to time one decode token at),
+``latency``/``stall`` (HBM model), ``idle``/``backpressure`` (token and sample streams),
+``result`` (a JSON file the timing figures are written to).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import cocotb
+import numpy as np
+from amaranth.hdl import Shape
+
+from heteroreason.model.numerics.qwen2_int8 import IntDecoder
+from heteroreason.rtl.decoder.core import DecoderCore
+from heteroreason.sim.flow.export import decoder_params, seeded_model
+from heteroreason.sim.verify.tb.common import TbBase, plan, seeded_rng, stimulus
+from heteroreason.sim.verify.tb.hbm import (
+    HbmChannel,
+    KvMemory,
+    packed_param_beats,
+    packed_weight_beats,
+)
+from heteroreason.sim.verify.tb.streams import StreamSink, StreamSource
+
+
+def top_model_and_params():
+    """The model and :class:`DecoderParams` the top was exported with."""
+    options = dict(plan().params)
+    model = seeded_model(str(options.pop("preset")), options.pop("seed"))
+    options.pop("capacity", None)
+    return model, decoder_params(**options)
+
+
+def build_reference_core() -> DecoderCore:
+    """The same core the top was exported as (for its schedule and port layouts)."""
+    model, params = top_model_and_params()
+    return DecoderCore(model=model, params=params)
+
+
+def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float,
+                 unwritten_kv_reads_zero: bool = False):
+    """The weight and parameter channels of the HBM model for ``core``'s schedule, and the KV
+    memory when the core keeps its cache outside (else None)."""
+    addr_bits = Shape.cast(core.wreq.payload.shape()["addr"].shape).width
+    weights = HbmChannel(dut, "wreq", "wdata",
+                         packed_weight_beats(core.schedule, core.stream_bytes),
+                         addr_bits=addr_bits, rng=rng, latency=latency, stall=stall)
+    params = HbmChannel(dut, "preq", "pdata", packed_param_beats(core.schedule),
+                        addr_bits=addr_bits, rng=rng, latency=latency, stall=stall)
+    kv = None
+    if core.external_kv:
+        c = core.model.config
+        rows = len(core.model.layers) * c.kv_heads * c.max_context
+        kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng, latency=latency,
+                      stall=stall, unwritten_reads_zero=unwritten_kv_reads_zero)
+    return weights, params, kv
+
+
+class CoreTB(TbBase):
+    def __init__(self, dut, *, name: str):
+        seed, rng = seeded_rng(name)
+        super().__init__(dut, seed=seed, name=name)
+        self.core = build_reference_core()
+        self.model = self.core.model
+        knobs = stimulus()
+        self.weights, self.params, self.kv = hbm_channels(
+            dut, self.core, rng, latency=knobs.latency, stall=knobs.stall,
+            unwritten_kv_reads_zero=name == "token_timing")
+        token_layout = self.core.token.payload.shape()
+        sample_layout = self.core.sample.payload.shape()
+        self.token = StreamSource(dut, "token", token_layout, rng=rng,
+                                  idle=knobs.idle)
+        self.sample = StreamSink(dut, "sample", sample_layout, rng=rng,
+                                 backpressure=knobs.backpressure)
+        self.samples: list[int] = []
+        self.weight_wait = self.buffer_full = 0
+
+    @property
+    def memories(self):
+        return [m for m in (self.weights, self.params, self.kv) if m is not None]
+
+    def idle_inputs(self):
+        self.token.idle_port()
+        self.dut.sample__ready.value = 0
+        for memory in self.memories:
+            memory.idle_port()
+
+    def drive(self):
+        self.token.drive()
+        self.sample.drive()
+        for memory in self.memories:
+            memory.drive(self.cycle)
+
+    def observe(self):
+        self.token.observe()
+        beat = self.sample.observe()
+        if beat is not None:
+            self.samples.append(beat["token"])
+        for memory in self.memories:
+            memory.observe(self.cycle)
+        self.weight_wait += int(self.dut.weight_wait.value)
+        self.buffer_full += int(self.dut.buffer_full.value)
+
+    async def run_token(self, token: int, pos: int, keep: bool, *, limit: int) -> int:
+        """Send one token and wait until the core is done with it (its sample taken)."""
+        wanted = len(self.samples) + int(keep)
+        self.token.send(token=token, pos=pos, keep=int(keep))
+        start = self.cycle
+        await self.run_until(lambda: not self.token.busy, limit=limit, what=f"token at {pos}")
+        await self.run_until(
+            lambda: len(self.samples) == wanted and not int(self.dut.busy.value),
+            limit=limit, what=f"the core finishing the token at {pos}")
+        return self.cycle - start
+
+
+def token_limit(core: DecoderCore) -> int:
+    """Generous cycles for one token: ten times the weight stream at one beat per cycle."""
+    ratio = core.lanes // core.stream_bytes
+    return 10 * ratio * core.schedule.weight_beats_per_token() + 200_000
+
+
+@cocotb.test()
+async def greedy_matches_reference(dut):
+    tb = CoreTB(dut, name="greedy_matches_reference")
+    prompt, draft = list(stimulus().prompt), stimulus().draft
+    tb.log.info("COCOTB_RANDOM_SEED=%d prompt=%s draft=%d", tb.seed, prompt, draft)
+    tb.check(len(prompt) >= 1, "the stimulus names no prompt token")
+    await tb.reset()
+    reference = IntDecoder(tb.model)
+    logits = reference.prefill(prompt)[-1]
+    expected = []
+    for _ in range(draft + 1):
+        expected.append(int(np.argmax(logits)))
+        logits = reference.decode(expected[-1])
+    limit = token_limit(tb.core)
+    for pos, token in enumerate(prompt):
+        await tb.run_token(token, pos, pos == len(prompt) - 1, limit=limit)
+    for k in range(draft):
+        await tb.run_token(tb.samples[-1], len(prompt) + k, True, limit=limit)
+    tb.check(tb.samples == expected, f"samples {tb.samples} != reference {expected}")
+    tb.check(not any(m.busy for m in tb.memories), "memory requests left unserved")
+    sched, ratio = tb.core.schedule, tb.core.lanes // tb.core.stream_bytes
+    scheduled = ratio * ((draft + 1) * sched.weight_beats_per_token(keep_logits=True) +
+                         (len(prompt) - 1) * sched.weight_beats_per_token(keep_logits=False))
+    tb.check(tb.weights.beats_sent == scheduled,
+             f"{tb.weights.beats_sent} weight beats read, the schedule has {scheduled}")
+    tb.log.info("%d samples matched the reference in %d cycles", len(tb.samples), tb.cycle)
+
+
+@cocotb.test()
+async def token_timing(dut):
+    """Cycles of one decode token at each of the stimulus' ``positions`` (the KV cache holds
+    whatever is there: timing does not depend on its values)."""
+    tb = CoreTB(dut, name="token_timing")
+    positions = stimulus().positions
+    tb.check(bool(positions), "the stimulus names no position")
+    await tb.reset()
+    limit = token_limit(tb.core)
+    rows = []
+    for pos in positions:
+        waits, fulls, beats = tb.weight_wait, tb.buffer_full, tb.weights.beats_sent
+        start = time.perf_counter()
+        cycles = await tb.run_token(5, pos, True, limit=limit)
+        seconds = time.perf_counter() - start
+        rows.append({"position": pos, "cycles": cycles, "stream_beats": tb.weights.beats_sent -
+                     beats, "weight_wait": tb.weight_wait - waits,
+                     "buffer_full": tb.buffer_full - fulls, "sim_seconds": seconds})
+        tb.log.info("position %d: %d cycles, %d stream beats (%.1f%%), %.0f cycles/s", pos,
+                    cycles, rows[-1]["stream_beats"], 100 * rows[-1]["stream_beats"] / cycles,
+                    cycles / seconds)
+    out = stimulus().result
+    if out:
+        with open(out, "w") as f:
+            json.dump(rows, f)

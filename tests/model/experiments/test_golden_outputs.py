@@ -1,0 +1,55 @@
+"""Golden outputs: the reproduction's tables and timeline, byte for byte as the code produced them
+before the restructuring into packages (commit 423a7a3). A change of any figure fails here; an
+intended one regenerates the files in ``tests/fixtures/golden/`` and says why in its commit."""
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+GOLDEN = ROOT / "tests" / "fixtures" / "golden"
+# the same program on the artifact's Config1 sample traces (../shared): digests only, the data
+# is not the project's to copy
+ARTIFACT_CSV_SHA256 = "8cec76474acfeee4c7732f545fa13062019d4fa00375f11d762eac780a389585"
+ARTIFACT_JSON_SHA256 = "b065cf38f58c8f6c1b3ef59ef38f03e0d2e2db06a2bc5ef00af1d703a5a43a35"
+
+
+def reproduce(out: Path, *args) -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--out",
+                           str(out), *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_bundled_reproduction_is_unchanged(tmp_path):
+    reproduce(tmp_path)
+    for name in ("reproduction.csv", "reproduction.json"):
+        assert (tmp_path / name).read_text() == (GOLDEN / f"bundled.{name}").read_text(), name
+    assert sha256(tmp_path / "gantt.trace.json") == \
+        (GOLDEN / "bundled.gantt.trace.json.sha256").read_text().split()[0]
+
+
+def test_calibrated_fpga_reproduction_is_unchanged(tmp_path):
+    reproduce(tmp_path, "--fpga", "rtl-u280-300", "--no-plots")
+    assert (tmp_path / "reproduction.csv").read_text() == \
+        (GOLDEN / "rtl-u280-300.reproduction.csv").read_text()
+
+
+def test_artifact_reproduction_is_unchanged(tmp_path, artifact):
+    folder = artifact / "Hardware" / "inputs" / "Config1"
+    reproduce(tmp_path, "--traces", folder / "with_bt", "--no-bt-traces", folder / "no_bt",
+              "--prompt-tokens", "128", "--configs", "config1", "--no-plots")
+    assert sha256(tmp_path / "reproduction.csv") == ARTIFACT_CSV_SHA256
+    assert sha256(tmp_path / "reproduction.json") == ARTIFACT_JSON_SHA256
+
+
+@pytest.mark.parametrize("name", ["bundled.reproduction.csv", "rtl-u280-300.reproduction.csv"])
+def test_golden_files_hold_every_row(name):
+    rows = (GOLDEN / name).read_text().splitlines()
+    assert len(rows) == 1 + 2 * 4 * 6  # header, configs x datasets x modes

@@ -1,0 +1,43 @@
+"""The golden input MUX: selection rule and stale-sample counting."""
+
+import pytest
+
+from heteroreason.model.golden.input_mux import InputMux, Selection, select_source
+from heteroreason.model.golden.kvmu import Mode
+
+
+@pytest.mark.parametrize("mode, stalled, expected", [
+    (Mode.INITIALIZATION, False, Selection.HOST),
+    (Mode.ROLLBACK, True, Selection.HOST),
+    (Mode.SPECULATION, False, Selection.SAMPLER),
+    (Mode.ACCEPT, False, Selection.SAMPLER),
+    (Mode.SPECULATION, True, Selection.NONE),
+    (Mode.ACCEPT, True, Selection.NONE),
+])
+def test_selection_rule(mode, stalled, expected):
+    assert select_source(mode, stalled=stalled) == expected
+
+
+def test_flush_makes_every_sample_in_flight_stale():
+    mux = InputMux(max_in_flight=4)
+    mux.admit(keep_logits=True)
+    mux.admit(keep_logits=False)
+    mux.admit(keep_logits=True)
+    assert mux.in_flight == 2
+    mux.flush()
+    mux.admit(keep_logits=True)   # after the flush: fresh
+    assert [mux.take_sample() for _ in range(3)] == [True, True, False]
+    assert mux.in_flight == 0
+
+
+def test_limits_and_misuse():
+    mux = InputMux(max_in_flight=1)
+    mux.admit(keep_logits=True)
+    assert not mux.can_admit_kept()
+    with pytest.raises(AssertionError, match="already in flight"):
+        mux.admit(keep_logits=True)
+    mux.take_sample()
+    with pytest.raises(AssertionError, match="no sample in flight"):
+        mux.take_sample()
+    with pytest.raises(ValueError, match="max_in_flight must be a positive integer"):
+        InputMux(max_in_flight=0)

@@ -1,0 +1,72 @@
+"""Boards, the design chosen for a board, and the one-call draft latency."""
+
+import pytest
+
+from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.system.config import FPGA_MODELS, system_config
+from heteroreason.model.timing.fpga.platform import (
+    BOARDS,
+    design_for,
+    draft_ms_per_token,
+    draft_timing,
+    edge_gpu_ms_per_token,
+    estimate_resources,
+    fpga_board,
+)
+
+Q05 = qwen2_config("qwen2.5-0.5b")
+
+
+def test_designs_fit_and_use_the_bandwidth_they_have():
+    for name, board in BOARDS.items():
+        params = design_for(Q05, board)
+        assert estimate_resources(Q05, params).fits(board.resources), name
+        assert params.stream_bytes * board.clock_hz <= board.usable_bandwidth_bytes_per_s
+        assert Q05.hidden % params.lanes == 0
+
+
+def test_draft_latency_grows_with_context_and_clock_matters():
+    at_300 = [draft_ms_per_token("qwen2.5-0.5b", "u280-300", c) for c in (0, 1024, 4000)]
+    assert at_300[0] < at_300[1] < at_300[2]
+    at_200 = draft_ms_per_token("qwen2.5-0.5b", "u280-200", 0)
+    assert at_200 == pytest.approx(at_300[0] * 1.5, rel=0.05)
+    # never faster than the HBM roofline of its own weight bytes
+    roof = 1000 * Q05.decode_counts(0).weight_bytes / fpga_board("u280-300")\
+        .usable_bandwidth_bytes_per_s
+    assert at_300[0] > roof
+
+
+def test_the_u280_design_is_at_least_2_5_times_the_papers_projection():
+    # the paper: 5.74 ms + 0.002464 ms per KV entry on a U280 at 300 MHz (DESIGN §8)
+    for context in (0, 512, 1024, 4000):
+        paper = 5.74 + 0.002464 * context
+        assert draft_ms_per_token("qwen2.5-0.5b", "u280-300", context) * 2.5 <= paper
+
+
+def test_scheduler_timing_follows_the_calibrated_model():
+    t = draft_timing("u280-300")
+    assert t.decode_ms_per_kv_token > 0
+    for context in (0, 700, 3000):
+        # the scheduler prices a token at kv = context + 1 entries
+        line = t.decode_ms_per_token + t.decode_ms_per_kv_token * (context + 1)
+        assert line == pytest.approx(draft_ms_per_token("qwen2.5-0.5b", "u280-300", context),
+                                     rel=0.01)
+        assert t.ingest_ms(1, context) < t.decode_ms(1, context)  # no LM head
+    config = system_config("config1", fpga="rtl-u280-200")
+    assert config.fpga == draft_timing("u280-200")
+    assert config.fpga_power.active_w == BOARDS["u280-200"].power_w
+    assert set(FPGA_MODELS) >= {"artifact", "v80", "rtl-u280-200", "rtl-u280-300", "rtl-v80"}
+    with pytest.raises(KeyError, match="unknown board 'u50'"):
+        draft_timing("u50")
+
+
+def test_bad_queries():
+    with pytest.raises(KeyError, match="unknown board 'u250'"):
+        draft_ms_per_token("qwen2.5-0.5b", "u250", 10)
+    with pytest.raises(KeyError, match="unknown model 'qwen3'"):
+        draft_ms_per_token("qwen3", "v80", 10)
+    with pytest.raises(ValueError, match=r"context must be in \[0, 32768\)"):
+        draft_ms_per_token("qwen2.5-0.5b", "v80", 40_000)
+    with pytest.raises(KeyError, match="unknown GPU"):
+        edge_gpu_ms_per_token("qwen2.5-0.5b", "rtx", 10)
+    assert edge_gpu_ms_per_token("qwen2.5-0.5b", "jetson-orin-nano", 0) > 5

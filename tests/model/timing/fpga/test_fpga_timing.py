@@ -1,0 +1,143 @@
+"""The analytic timing model of the decoder core: its structure (stream- or compute-bound where
+the RTL is), its parameters, and the calibration file's checks."""
+
+import json
+
+import pytest
+
+from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.timing.fpga.calibration import (
+    Calibration,
+    CalibrationError,
+    Point,
+    fit_overheads,
+    load_calibration,
+    rtl_hash,
+    save_calibration,
+)
+from heteroreason.model.timing.fpga.core_cycles import OVERHEADS, CoreTiming, cycles_to_ms
+from heteroreason.rtl.decoder.operators import OPERATORS
+from heteroreason.rtl.decoder.params import DecoderParams
+
+SMALL = qwen2_config("test-small")
+
+
+def test_fast_macs_hide_everything_but_the_stream():
+    fast = CoreTiming(SMALL, DecoderParams(16, 8, 4, 2048), 64)
+    beats = fast.weight_stream_beats()
+    assert beats == 55312  # the weight image of test-small in 8-byte beats
+    for position in (16, 512):
+        assert beats < fast.token_cycles(position) < 1.01 * beats
+    # equal rates: the norms and the attention add to the stream, more with context
+    equal = CoreTiming(SMALL, DecoderParams(8, 8, 4, 2048), 64)
+    assert 1.05 * beats < equal.token_cycles(16) < equal.token_cycles(512)
+
+
+def test_a_small_buffer_exposes_the_compute():
+    big = CoreTiming(SMALL, DecoderParams(16, 8, 4, 4096)).token_cycles(700)
+    small = CoreTiming(SMALL, DecoderParams(16, 8, 4, 16)).token_cycles(700)
+    assert small > big * 1.05
+
+
+def test_external_kv_pays_its_latency_per_attention_job():
+    params = dict(lanes=8, stream_bytes=8, heads_parallel=1, weight_buffer=64)
+    on_chip = CoreTiming(SMALL, DecoderParams(**params, external_kv=False), 100).token_cycles(10)
+    outside = CoreTiming(SMALL, DecoderParams(**params, external_kv=True), 100).token_cycles(10)
+    assert outside - on_chip == pytest.approx(SMALL.layers * SMALL.heads * 100, rel=0.05)
+
+
+def test_vector_width_shortens_the_element_serial_operators():
+    # equal rates: every non-matrix cycle adds to the token, so the vector paths show in full
+    def operators(v):
+        timing = CoreTiming(SMALL, DecoderParams(32, 32, 4, 64, vector_width=v))
+        return {name: cycles for name, cycles, _ in timing.operators(100)}, \
+            timing.token_cycles(100)
+
+    (one, t1), (eight, t8) = operators(1), operators(8)
+    h = SMALL.hidden
+    # the norm reads 8 elements a cycle but still emits one a cycle (one gain each)
+    assert one["input_norm"] - eight["input_norm"] == h - h // 8
+    assert one["rope_q"] - eight["rope_q"] == 2 * SMALL.q_dim * 7 // 8
+    assert one["q_proj"] - eight["q_proj"] == h - h // 8
+    assert t1 - t8 > SMALL.layers * (2 * (h - h // 8) + SMALL.ffn * 7 // 8)
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match=r"^vector_width must be a power of two that divides "
+                                         r"lanes \(8\), not 3$"):
+        DecoderParams(8, 8, vector_width=3)
+    with pytest.raises(ValueError, match=r"^vector_width \(16\) must divide the FFN size "
+                                         r"\(384\) and half the head size \(8\)$"):
+        CoreTiming(SMALL, DecoderParams(32, 32, vector_width=16))
+    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive divisor of lanes "
+                                         r"\(8\), not 3$"):
+        DecoderParams(8, 3)
+    with pytest.raises(ValueError, match=r"^lanes must be a positive integer, not 0$"):
+        DecoderParams(0, 1)
+    with pytest.raises(ValueError, match=r"^heads_parallel \(3\) must divide the query heads "
+                                         r"per KV head \(4\)$"):
+        CoreTiming(SMALL, DecoderParams(8, 8, 3))
+    with pytest.raises(ValueError, match=r"^position must be in \[0, 1024\) \(the model's "
+                                         r"context\), not 1024$"):
+        CoreTiming(SMALL, DecoderParams(8, 8)).token_cycles(1024)
+    with pytest.raises(ValueError, match=r"^clock_hz must be positive, not 0$"):
+        cycles_to_ms(10, 0)
+    assert cycles_to_ms(300_000, 300e6) == pytest.approx(1.0)
+
+
+def test_fit_recovers_overheads_from_model_points():
+    truth = OVERHEADS.__class__(**{**vars(OVERHEADS), "norm": 70.0, "attention_job": 9.0})
+    points = []
+    for lanes, stream, pos in ((8, 8, 16), (8, 8, 900), (16, 8, 700), (8, 4, 300)):
+        params = DecoderParams(lanes, stream, 2, 32)
+        cycles = round(CoreTiming(SMALL, params, 10, truth).token_cycles(pos))
+        points.append(Point("test-small", params, 10, pos, cycles))
+    fitted = fit_overheads(points)
+    assert max(abs(p.error(fitted)) for p in points) < 0.002
+
+
+def test_calibration_file_checks(tmp_path):
+    point = Point("test-tiny", DecoderParams(8, 8), 0, 5, 10_000)
+    good = Calibration(OVERHEADS, rtl_hash(), "abc", (point,), (point,))
+    path = save_calibration(good, tmp_path / "c.json")
+    assert load_calibration(path).overheads == OVERHEADS
+    obj = json.loads(path.read_text())
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
+    with pytest.raises(CalibrationError, match=r"recalibrate with scripts/calibrate\.py"):
+        load_calibration(stale)
+    missing = tmp_path / "missing.json"
+    missing.write_text(json.dumps({k: v for k, v in obj.items() if k != "overheads"}))
+    with pytest.raises(CalibrationError, match="field 'overheads' is missing"):
+        load_calibration(missing)
+    with pytest.raises(CalibrationError, match="no calibration file"):
+        load_calibration(tmp_path / "nope.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(CalibrationError, match="not valid JSON"):
+        load_calibration(broken)
+
+
+def test_the_model_prices_the_operator_table_in_order():
+    timing = CoreTiming(SMALL, DecoderParams(16, 8, 4, 256))
+    names = [name for name, _, _ in timing.operators(10)]
+    per_layer = [op.name for op in OPERATORS[1:-2]]
+    assert names == ["embed", *per_layer * SMALL.layers, "final_norm", "lm_head"]
+    assert [n for n, _, _ in timing.operators(10, keep_logits=False)] == names[:-1]
+
+
+def test_the_rtl_hash_follows_code_not_documentation(tmp_path):
+    import shutil
+
+    from heteroreason.model.timing.fpga.calibration import RTL_DIR
+
+    copy = tmp_path / "rtl"
+    shutil.copytree(RTL_DIR, copy)
+    assert rtl_hash(copy) == rtl_hash()
+    core = copy / "decoder" / "core.py"
+    text = core.read_text()
+    core.write_text(text.replace('"""Decoder core:', '"""The decoder core:', 1)
+                    .replace("# the next layer", "# on to the next layer"))
+    assert rtl_hash(copy) == rtl_hash()
+    core.write_text(text.replace("equals(i, 255)", "equals(i, 254)"))
+    assert rtl_hash(copy) != rtl_hash()

@@ -1,0 +1,80 @@
+"""Importers of the artifact's execution traces and token logs."""
+
+import json
+
+import pytest
+
+from heteroreason.model.workload.trace_import import (
+    import_artifact_file,
+    import_artifact_problem,
+    import_token_log,
+)
+from heteroreason.model.workload.trace_synth import trace_stats
+from heteroreason.model.workload.traces import StepEvent, TraceError
+
+
+def test_artifact_fixture_with_backtrack(fixtures):
+    trace = import_artifact_file(fixtures / "artifact" / "toyset" / "example_0.json")
+    assert trace.dataset == "toyset" and trace.problem_id == "0" and trace.correct is True
+    assert trace.steps == (
+        StepEvent("accept", 10), StepEvent("accept", 20), StepEvent("rescue", 15, 12),
+        StepEvent("backtrack", 9, 8, backtrack_steps=1, regenerated_tokens=25),
+        StepEvent("accept", 7))
+    assert trace.accepted_chain() == [10, 20, 25, 7]
+
+
+def test_token_log_fixture(fixtures):
+    with pytest.raises(TraceError, match=r"token_log.jsonl:3: steps\[0\].*beyond the start"):
+        import_token_log(fixtures / "token_log.jsonl", dataset="toy", prompt_tokens=30)
+    traces, skipped = import_token_log(fixtures / "token_log.jsonl", dataset="toy",
+                                       prompt_tokens=30, skip_invalid=True)
+    assert [t.problem_id for t in traces] == ["0", "1"] and len(skipped) == 1
+    assert traces[1].steps[2] == StepEvent("backtrack", 113, 23, backtrack_steps=1)
+    assert traces[1].correct is False and traces[1].prompt_tokens == 30
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda o: o.pop("prompt_tokens"), "give the prompt length explicitly"),
+    (lambda o: o.update(execution_trace=[]), "execution_trace"),
+    (lambda o: o["execution_trace"][0].update(status="teleport"), "is not accept_pure_draft"),
+    (lambda o: o["execution_trace"][0].update(draft_tokens_spent=-1), "must not be negative"),
+    (lambda o: o["execution_trace"][0].update(draft_tokens_spent="9"), "must be int"),
+    (lambda o: o["execution_trace"].insert(0, dict(o["execution_trace"][4])),
+     "a backtrack must follow a target rescue"),
+    (lambda o: o.pop("idx"), "field 'idx': is required"),
+])
+def test_bad_artifact_traces(fixtures, mutate, message):
+    obj = json.loads((fixtures / "artifact" / "toyset" / "example_0.json").read_text())
+    mutate(obj)
+    with pytest.raises(TraceError, match=message):
+        import_artifact_problem(obj, dataset="toy", where="example_0.json")
+
+
+def test_no_bt_trace_takes_an_explicit_prompt_length(fixtures):
+    obj = json.loads((fixtures / "artifact" / "toyset" / "example_1.json").read_text())
+    del obj["prompt_tokens"]
+    trace = import_artifact_problem(obj, dataset="toy", where="x", prompt_tokens=77)
+    assert trace.prompt_tokens == 77
+
+
+def test_artifact_samples_import_and_match_their_statistics(artifact):
+    folder = artifact / "Hardware" / "inputs" / "Config1" / "with_bt"
+    expected_events = {"olympiadbench": 22.1, "gaokao2023en": 14.8, "gsm8k": 6.9,
+                       "math500": 11.9}
+    for dataset, events_per_problem in expected_events.items():
+        files = sorted((folder / dataset).glob("example_*.json"))
+        traces = [import_artifact_file(f) for f in files]
+        assert len(traces) == 30
+        stats = trace_stats(traces)
+        # the artifact counts a backtrack as a rescue event plus a BACKTRACK_EVENT
+        events = stats.steps_per_problem + stats.backtracks_per_problem
+        assert events == pytest.approx(events_per_problem, abs=0.05), dataset
+
+
+def test_artifact_token_log_sample(artifact):
+    path = (artifact / "AE_hardware" / "inputs" / "token_logs" / "weak_config2"
+            / "gsm8k.head8.jsonl")
+    traces, skipped = import_token_log(path, dataset="gsm8k", prompt_tokens=116,
+                                       skip_invalid=True)
+    assert len(traces) + len(skipped) == 8 and len(traces) >= 7
+    assert sum(t.backtracks for t in traces) >= 5

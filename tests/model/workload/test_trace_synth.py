@@ -1,0 +1,76 @@
+"""Synthetic traces: profile statistics reproduced, determinism, the bundled set."""
+
+import filecmp
+
+import pytest
+
+from heteroreason.model.workload.bundled import (
+    BUNDLED_PROBLEMS,
+    BUNDLED_SEED,
+    bundled_path,
+    load_bundled,
+)
+from heteroreason.model.workload.trace_synth import (
+    PROFILES,
+    DatasetProfile,
+    generate_traces,
+    trace_stats,
+)
+from heteroreason.model.workload.traces import RSD_POLICY, dump_traces, parse_trace, trace_to_json
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_statistics_match_the_profile_within_5_percent(name):
+    prof = PROFILES[name]
+    traces = generate_traces(prof, seed=3)
+    stats = trace_stats(traces)
+    assert stats.problems == prof.problems
+    for got, want in [
+        (stats.steps_per_problem, prof.steps_per_problem),
+        (stats.accept_share, prof.accept_share),
+        (stats.rescue_share, prof.rescue_share),
+        (stats.backtrack_share, prof.backtrack_share),
+        (stats.backtracks_per_problem, prof.backtracks_per_problem),
+        (stats.draft_tokens_per_step, prof.draft_tokens_per_step),
+        (stats.draft_tokens_per_problem, prof.draft_tokens_per_problem),
+        (stats.target_tokens_per_rescue, prof.target_tokens_per_rescue),
+        (stats.prompt_tokens, prof.prompt_tokens),
+    ]:
+        assert got == pytest.approx(want, rel=0.05), (name, got, want)
+
+
+def test_generated_traces_are_valid_and_deterministic():
+    prof = PROFILES["olympiadbench"]
+    a = generate_traces(prof, seed=11, problems=200)
+    assert a == generate_traces(prof, seed=11, problems=200)
+    assert a != generate_traces(prof, seed=12, problems=200)
+    for i, trace in enumerate(a):
+        assert parse_trace(trace_to_json(trace), f"problem {i}") == trace
+    assert max(t.backtracks for t in a) <= 5
+
+
+def test_rsd_policy_generates_no_backtracks():
+    traces = generate_traces(PROFILES["math500"], seed=1, policy=RSD_POLICY)
+    stats = trace_stats(traces)
+    assert stats.backtrack_share == 0
+    assert stats.rescue_share == pytest.approx(
+        PROFILES["math500"].rescue_share + PROFILES["math500"].backtrack_share, rel=0.02)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        generate_traces(PROFILES["gsm8k"], seed=-1)
+    with pytest.raises(ValueError, match="problems must be a positive integer"):
+        generate_traces(PROFILES["gsm8k"], seed=1, problems=0)
+    with pytest.raises(ValueError, match="outcome shares sum to"):
+        DatasetProfile("bad", 10, 5.0, 0.5, 0.2, 0.1, 50.0, 0.5, 60.0, 0.5, 100.0)
+    with pytest.raises(ValueError, match="no traces"):
+        trace_stats([])
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_bundled_traces_are_what_the_generator_makes(tmp_path, name):
+    traces = generate_traces(PROFILES[name], seed=BUNDLED_SEED, problems=BUNDLED_PROBLEMS)
+    dump_traces(traces, tmp_path / "again.jsonl")
+    assert filecmp.cmp(tmp_path / "again.jsonl", bundled_path(name), shallow=False)
+    assert load_bundled(name) == traces

@@ -1,0 +1,111 @@
+# amaranth: UnusedElaboratable=no
+"""The attention unit against the integer reference's ``attend``."""
+
+import math
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from heteroreason.model.numerics.qwen2_int8 import attend, quant_multiplier
+from heteroreason.rtl.decoder.attention import Attention
+from heteroreason.sim.verify.hbm_model import kv_memory_processes
+
+
+@pytest.mark.parametrize("seed, head_dim, heads, external_kv, width", [
+    (1, 8, 1, False, 1), (2, 16, 1, False, 1), (3, 8, 3, False, 1), (4, 16, 2, False, 4),
+    (5, 8, 2, True, 1), (6, 8, 3, True, 8)])
+def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width):
+    layers, kv_heads, max_context = 2, 2, 48
+    rng = np.random.default_rng(seed)
+    gaps = random.Random(seed)
+    keys = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
+    values = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
+    cases = []
+    for _ in range(30):
+        layer, kv, length = int(rng.integers(layers)), int(rng.integers(kv_heads)), \
+            int(rng.integers(1, max_context + 1))
+        q = rng.integers(-128, 128, (heads, head_dim))
+        s_qk = float(rng.uniform(0.0005, 0.02))
+        exp_req = quant_multiplier(s_qk / math.sqrt(head_dim) * 32)
+        attn_req = quant_multiplier(float(rng.uniform(0.005, 0.05)) / 2**16 / 0.01)
+        expected = attend(q[None], np.repeat(keys[layer, kv, :length][:, None], heads, 1),
+                          np.repeat(values[layer, kv, :length][:, None], heads, 1),
+                          np.ones((1, length), bool), exp_req, attn_req)[0].ravel()
+        cases.append((layer, kv, length, q, exp_req, attn_req, expected))
+    dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
+                    max_context=max_context, heads=heads, external_kv=external_kv,
+                    width=width)
+    got = []
+
+    async def driver(ctx):
+        for layer in range(layers):
+            for kv in range(kv_heads):
+                for pos in range(max_context):
+                    p = dut.kv_write.payload
+                    ctx.set(p.layer, layer)
+                    ctx.set(p.kv_head, kv)
+                    ctx.set(p.pos, pos)
+                    ctx.set(p.k, [int(v) for v in keys[layer, kv, pos]])
+                    ctx.set(p.v, [int(v) for v in values[layer, kv, pos]])
+                    ctx.set(dut.kv_write.valid, 1)
+                    await ctx.tick().until(dut.kv_write.ready)
+        ctx.set(dut.kv_write.valid, 0)
+        for layer, kv, length, q, exp_req, attn_req, _ in cases:
+            c = dut.cmd.payload
+            ctx.set(c.layer, layer)
+            ctx.set(c.kv_head, kv)
+            ctx.set(c.length, length)
+            ctx.set(c.exp_mult, int(exp_req[0]))
+            ctx.set(c.exp_shift, int(exp_req[1]))
+            ctx.set(c.out_mult, int(attn_req[0]))
+            ctx.set(c.out_shift, int(attn_req[1]))
+            ctx.set(dut.cmd.valid, 1)
+            await ctx.tick().until(dut.cmd.ready)
+            ctx.set(dut.cmd.valid, 0)
+            while gaps.random() < 0.3:
+                await ctx.tick()
+            for head in q:
+                ctx.set(dut.q.payload, [int(v) for v in head])
+                ctx.set(dut.q.valid, 1)
+                await ctx.tick().until(dut.q.ready)
+                ctx.set(dut.q.valid, 0)
+                while gaps.random() < 0.3:
+                    await ctx.tick()
+
+    async def monitor(ctx):
+        total = len(cases) * heads * head_dim
+        while len(got) < total:
+            ctx.set(dut.out.ready, int(gaps.random() >= 0.3))
+            _, _, valid, ready, value, last = await ctx.tick().sample(
+                dut.out.valid, dut.out.ready, dut.out.payload.value, dut.out.payload.last)
+            if valid and ready:
+                got.extend(int(v) for v in value)
+                assert bool(last) == (len(got) % (heads * head_dim) == 0), f"seed={seed}"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(driver)
+    sim.add_testbench(monitor)
+    if external_kv:  # the cache in a memory with latency and gaps
+        processes, stored = kv_memory_processes(dut, rng=gaps, stall=0.3, latency=7)
+        for process in processes:
+            sim.add_process(process)
+    sim.run_until(1e-8 * 60_000 * heads)
+    if external_kv:
+        assert len(stored) == layers * kv_heads * max_context
+    expected = [int(v) for *_, e in cases for v in e]
+    assert got == expected, f"seed={seed}"
+    assert len(set(expected)) > 10, "outputs are not degenerate"
+
+
+def test_parameters_are_validated():
+    with pytest.raises(ValueError, match="max_context must be at most 65536"):
+        Attention(head_dim=8, kv_heads=1, layers=1, max_context=70000)
+    with pytest.raises(TypeError, match="head_dim must be a positive integer"):
+        Attention(head_dim=0, kv_heads=1, layers=1, max_context=8)
+    with pytest.raises(TypeError, match="heads must be a positive integer, not 0"):
+        Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, heads=0)
+    with pytest.raises(ValueError, match=r"width \(3\) must divide head_dim \(8\)"):
+        Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, width=3)

@@ -1,0 +1,56 @@
+"""The whole-model weight schedule: regions reproduce the quantized model, in consumption order."""
+
+import numpy as np
+import pytest
+
+from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.numerics.qwen2_float import random_weights
+from heteroreason.model.numerics.qwen2_int8 import calibrate, quantize
+from heteroreason.rtl.decoder.decode_schedule import decode_schedule
+
+
+@pytest.fixture(scope="module")
+def model():
+    weights = random_weights(qwen2_config("test-tiny"), seed=1)
+    return quantize(weights, calibrate(weights, seed=2, sequences=1, length=32))
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_regions_reproduce_the_model(model, lanes):
+    sched = decode_schedule(model, lanes=lanes)
+    c = model.config
+    q = sched.regions["layer1.q_proj"]
+    rows = sched.weight_image[q.start:q.start + q.count].reshape(c.q_dim, -1)
+    np.testing.assert_array_equal(rows[:, :c.hidden], model.layers[1].q_w)
+    params = sched.regions["layer1.q_proj.params"]
+    np.testing.assert_array_equal(sched.param_image[params.start:params.start + params.count, 0],
+                                  model.layers[1].q_b)
+    down = sched.regions["layer0.down_proj"]
+    rows = sched.weight_image[down.start:down.start + down.count].reshape(c.hidden, -1)
+    np.testing.assert_array_equal(rows[:, :c.ffn], model.layers[0].down_w)
+    token = 77
+    embed_row = sched.token_regions(token, keep_logits=True)[0]
+    got = sched.weight_image[embed_row.start:embed_row.start + embed_row.count].ravel()
+    np.testing.assert_array_equal(got, model.embed_q[token])
+
+
+def test_order_and_counts(model):
+    sched = decode_schedule(model, lanes=8)
+    names = [r.name for r in sched.token_regions(3, keep_logits=True)]
+    assert names[:4] == ["embed_row", "embed_row_param", "layer0.norm1", "layer0.q_proj"]
+    assert names.index("layer0.norm2") < names.index("layer0.gate_proj")
+    assert names[-3:] == ["final_norm", "lm_head", "lm_head.params"]
+    c = model.config
+    per_layer = (c.q_dim + 2 * c.kv_dim + c.hidden + 2 * c.ffn) * c.hidden + c.hidden * c.ffn
+    assert sched.weight_beats_per_token(keep_logits=True) * 8 == \
+        c.layers * per_layer + c.hidden + c.vocab * c.hidden
+    assert sched.weight_beats_per_token(keep_logits=False) * 8 == c.layers * per_layer + c.hidden
+
+
+def test_bad_arguments(model):
+    with pytest.raises(ValueError, match=r"lanes .24. must divide the hidden size"):
+        decode_schedule(model, lanes=24)
+    with pytest.raises(ValueError, match="lanes must be a positive integer"):
+        decode_schedule(model, lanes=0)
+    with pytest.raises(ValueError, match="token id 256 is outside"):
+        decode_schedule(model, lanes=8).token_regions(256, keep_logits=True)

@@ -1,0 +1,121 @@
+# amaranth: UnusedElaboratable=no
+"""The matrix-vector unit in Amaranth's simulator, bit-exact against the integer reference."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from heteroreason.model.numerics.qwen2_int8 import quant_multiplier, requant
+from heteroreason.rtl.decoder.mvu import MatVecUnit, OutBits
+from heteroreason.rtl.decoder.weight_schedule import linear_schedule
+
+BITS = {OutBits.INT8: 8, OutBits.INT16: 16, OutBits.INT32: 32}
+
+
+def random_job(rng: np.random.Generator, lanes: int, max_cols: int, max_rows: int, x=None):
+    """A random job; with ``x`` given, one on that vector (the unit may reuse its buffer)."""
+    rows = int(rng.integers(1, max_rows + 1))
+    cols = int(rng.integers(1, max_cols + 1)) if x is None else x.size
+    w = rng.integers(-127, 128, (rows, cols))
+    x = rng.integers(-128, 128, cols) if x is None else x
+    bias = rng.integers(-2**20, 2**20, rows)
+    factor = np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows))
+    mult, shift = quant_multiplier(factor)
+    out_bits = OutBits(int(rng.integers(0, 3)))
+    sched = linear_schedule(w, lanes=lanes, bias=bias, multiplier=mult, shift=shift)
+    expected = requant(w @ x + bias, (mult, shift), BITS[out_bits])
+    return sched, x, out_bits, expected
+
+
+def random_jobs(rng, lanes, max_cols, max_rows, count):
+    """``count`` jobs, about a third of them reusing the previous job's vector."""
+    jobs, reuse = [], []
+    for _ in range(count):
+        again = bool(jobs) and rng.random() < 0.35
+        jobs.append(random_job(rng, lanes, max_cols, max_rows, jobs[-1][1] if again else None))
+        reuse.append(again)
+    assert 5 < sum(reuse) < count - 5
+    return jobs, reuse
+
+
+@pytest.mark.parametrize("lanes, seed", [(4, 1), (8, 2), (16, 3)])
+def test_random_jobs_match_the_reference(lanes, seed):
+    max_cols, max_rows = 40, 12
+    dut = MatVecUnit(lanes=lanes, max_beats=-(-max_cols // lanes), max_rows=max_rows)
+    rng = np.random.default_rng(seed)
+    stall = random.Random(seed)
+    jobs, reuse = random_jobs(rng, lanes, max_cols, max_rows, 40)
+    results = []
+
+    async def driver(ctx):
+        for (sched, x, out_bits, _), again in zip(jobs, reuse, strict=True):
+            ctx.set(dut.cmd.payload.rows, sched.rows)
+            ctx.set(dut.cmd.payload.beats, sched.beats_per_row)
+            ctx.set(dut.cmd.payload.out_bits, out_bits)
+            ctx.set(dut.cmd.payload.reuse, again)
+            ctx.set(dut.cmd.valid, 1)
+            await ctx.tick().until(dut.cmd.ready)
+            ctx.set(dut.cmd.valid, 0)
+            padded = np.zeros(sched.beats_per_row * lanes, dtype=np.int64)
+            padded[:x.size] = x
+            for b in range(0 if again else sched.beats_per_row):
+                ctx.set(dut.vec.payload, [int(v) for v in padded[b * lanes:(b + 1) * lanes]])
+                ctx.set(dut.vec.valid, 1)
+                await ctx.tick().until(dut.vec.ready)
+            ctx.set(dut.vec.valid, 0)
+            beat = 0
+            for r in range(sched.rows):
+                ctx.set(dut.rowparam.payload.bias, int(sched.bias[r]))
+                ctx.set(dut.rowparam.payload.mult, int(sched.multiplier[r]))
+                ctx.set(dut.rowparam.payload.shift, int(sched.shift[r]))
+                ctx.set(dut.rowparam.valid, 1)
+                for _ in range(sched.beats_per_row):
+                    while stall.random() < 0.2:  # random gaps in the weight stream
+                        ctx.set(dut.weights.valid, 0)
+                        await ctx.tick()
+                    ctx.set(dut.weights.payload, [int(v) for v in sched.beats[beat]])
+                    ctx.set(dut.weights.valid, 1)
+                    await ctx.tick().until(dut.weights.ready)
+                    # the row's parameters are taken no later than its first weight beat
+                    ctx.set(dut.rowparam.valid, 0)
+                    beat += 1
+                ctx.set(dut.weights.valid, 0)
+
+    async def monitor(ctx):
+        for _, _, _, expected in jobs:
+            got = []
+            while len(got) < expected.size:
+                ctx.set(dut.out.ready, int(stall.random() >= 0.3))
+                _, _, valid, ready, value, last = await ctx.tick().sample(
+                    dut.out.valid, dut.out.ready, dut.out.payload.value, dut.out.payload.last)
+                if valid and ready:
+                    got.append(int(value))
+                    assert bool(last) == (len(got) == expected.size)
+            results.append(got)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(driver)
+    sim.add_testbench(monitor)
+    sim.run_until(1e-8 * 200_000)
+    assert len(results) == len(jobs), f"seed={seed}: only {len(results)} jobs finished"
+    for i, ((_, _, _, expected), got) in enumerate(zip(jobs, results, strict=True)):
+        assert got == [int(v) for v in expected], f"seed={seed} job {i}"
+
+
+def test_parameters_are_validated():
+    with pytest.raises(TypeError, match="lanes must be a positive integer"):
+        MatVecUnit(lanes=0, max_beats=4, max_rows=4)
+    with pytest.raises(TypeError, match="max_rows must be a positive integer"):
+        MatVecUnit(lanes=4, max_beats=4, max_rows=None)
+
+
+def test_schedule_rejects_bad_weights():
+    with pytest.raises(ValueError, match="int8 values"):
+        linear_schedule(np.array([[300]]), lanes=4, multiplier=2**30, shift=10)
+    with pytest.raises(ValueError, match="lanes must be a positive integer"):
+        linear_schedule(np.zeros((2, 2)), lanes=0, multiplier=2**30, shift=10)
+    with pytest.raises(ValueError, match="multipliers must lie in"):
+        linear_schedule(np.zeros((2, 2)), lanes=2, multiplier=5, shift=10)

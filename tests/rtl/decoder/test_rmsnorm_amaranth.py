@@ -1,0 +1,84 @@
+# amaranth: UnusedElaboratable=no
+"""The RMSNorm unit in Amaranth's simulator, bit-exact against the integer reference."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from heteroreason.model.numerics.qwen2_int8 import _rmsnorm, quant_multiplier
+from heteroreason.rtl.decoder.rmsnorm import RmsNorm
+
+
+def random_vector(rng: np.random.Generator, max_length: int, width: int = 1):
+    n = width * int(rng.integers(1, max_length // width + 1))
+    magnitude = int(rng.choice([3, 300, 8000, 32767]))
+    r = rng.integers(-magnitude, magnitude + 1, n)
+    eps_q = int(rng.integers(1, 50))
+    gains = rng.uniform(0.5, 1.5, n) / (2**15 * float(rng.uniform(0.005, 0.05)))
+    mult, shift = quant_multiplier(gains)
+    expected = _rmsnorm(r[None, :].astype(np.int64), (mult, shift), eps_q)[0]
+    return r, eps_q, mult, shift, expected
+
+
+@pytest.mark.parametrize(("seed", "width"), [(1, 1), (2, 1), (3, 4), (4, 3)])
+def test_random_vectors_match_the_reference(seed, width):
+    max_length = 48
+    dut = RmsNorm(max_length=max_length, width=width)
+    rng = np.random.default_rng(seed)
+    gaps = random.Random(seed)
+    jobs = [random_vector(rng, max_length, width) for _ in range(60)]
+    results = []
+
+    async def driver(ctx):
+        for r, eps_q, mult, shift, _ in jobs:
+            ctx.set(dut.cmd.payload.length, r.size)
+            ctx.set(dut.cmd.payload.eps_q, eps_q)
+            ctx.set(dut.cmd.valid, 1)
+            await ctx.tick().until(dut.cmd.ready)
+            ctx.set(dut.cmd.valid, 0)
+            for k in range(0, r.size, width):
+                while gaps.random() < 0.2:
+                    ctx.set(dut.x.valid, 0)
+                    await ctx.tick()
+                ctx.set(dut.x.payload, [int(v) for v in r[k:k + width]])
+                ctx.set(dut.x.valid, 1)
+                await ctx.tick().until(dut.x.ready)
+            ctx.set(dut.x.valid, 0)
+            for mu, sh in zip(mult, shift, strict=True):
+                ctx.set(dut.gain.payload.mult, int(mu))
+                ctx.set(dut.gain.payload.shift, int(sh))
+                ctx.set(dut.gain.valid, 1)
+                await ctx.tick().until(dut.gain.ready)
+            ctx.set(dut.gain.valid, 0)
+
+    async def monitor(ctx):
+        for r, *_ in jobs:
+            got = []
+            while len(got) < r.size:
+                ctx.set(dut.y.ready, int(gaps.random() >= 0.25))
+                _, _, valid, ready, value, last = await ctx.tick().sample(
+                    dut.y.valid, dut.y.ready, dut.y.payload.value, dut.y.payload.last)
+                if valid and ready:
+                    got.append(int(value))
+                    assert bool(last) == (len(got) == r.size)
+            results.append(got)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(driver)
+    sim.add_testbench(monitor)
+    sim.run_until(1e-8 * 100_000)
+    assert len(results) == len(jobs), f"seed={seed}: {len(results)} of {len(jobs)} finished"
+    for i, ((*_, expected), got) in enumerate(zip(jobs, results, strict=True)):
+        assert got == [int(v) for v in expected], f"seed={seed} vector {i}"
+
+
+def test_parameters_are_validated():
+    with pytest.raises(TypeError, match="max_length must be a positive integer"):
+        RmsNorm(max_length=0)
+    with pytest.raises(TypeError, match="width must be a positive integer, not 0"):
+        RmsNorm(max_length=8, width=0)
+    with pytest.raises(ValueError, match=r"width \(3\) must divide max_length \(8\)"):
+        RmsNorm(max_length=8, width=3)

@@ -1,0 +1,20 @@
+"""The committed calibration of the FPGA timing model still matches the RTL: the quick grid's
+RTL cycles agree with the calibrated model within 2 %, and the file names the RTL it came from
+(an RTL change without recalibration fails here)."""
+
+import pytest
+
+from heteroreason.model.timing.fpga.calibration import load_calibration
+from heteroreason.sim.measure.grid import QUICK_GRID, measure
+
+
+@pytest.mark.parametrize("entry", QUICK_GRID, ids=lambda e: f"{e.preset}-{e.params.lanes}")
+def test_quick_grid_agrees_with_the_committed_calibration(entry):
+    calibration = load_calibration()  # refuses a file from other RTL sources
+    assert any(p.preset == "test-0.5b-layer" for p in calibration.held_out)
+    assert all(abs(p.error(calibration.overheads)) <= 0.02 for p in calibration.held_out)
+    points, _ = measure(entry)
+    assert [p.position for p in points] == list(entry.positions)
+    for point in points:
+        error = point.error(calibration.overheads)
+        assert abs(error) <= 0.02, (entry, point.cycles, error)

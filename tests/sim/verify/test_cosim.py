@@ -1,0 +1,62 @@
+"""RTL in the loop: the BRSD controller with the DraftEngine on Verilator as its draft gives the
+same run, token for token, as with the integer reference as its draft; the engine's KVMU modes
+follow the controller's decisions; the captured trace replays through the scheduler."""
+
+import numpy as np
+import pytest
+
+from heteroreason.model.controller.brsd import ControllerConfig
+from heteroreason.model.system.simulate import simulate_file
+from heteroreason.model.workload.traces import load_traces
+from heteroreason.sim.verify.cosim import run_cosim, run_reference
+
+PRESET, SEED = "test-tiny", 1
+# two problems whose runs use every host command: accepted steps (ACCEPT, drafting continues),
+# a rescue of a submitted step (REJECT, the target's step shadow-ingested) and backtracks and a
+# new problem (INIT to the first difference, then the host's tokens)
+PROMPTS = [[int(t) for t in np.random.default_rng(s).integers(2, 256, 6)] for s in (1, 2)]
+CONTROLLER = ControllerConfig(delimiters=frozenset({16, 34}), eos=1, max_step_tokens=8,
+                              max_total_tokens=24, max_steps=4)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    trace_file = tmp_path_factory.mktemp("cosim") / "traces.jsonl"
+    reference = run_reference(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED)
+    cosim = run_cosim(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED, trace_out=trace_file)
+    return reference, cosim, trace_file
+
+
+def test_same_run_as_the_reference_draft(runs):
+    reference, cosim, _ = runs
+    assert cosim["traces"] == reference["traces"]
+    assert cosim["chains"] == reference["chains"]
+    outcomes = {s["outcome"] for t in reference["traces"] for s in t["steps"]}
+    assert outcomes == {"accept", "rescue", "backtrack"}
+
+
+def test_commands_follow_the_controller(runs):
+    reference, cosim, _ = runs
+    commands = [c[1] for c in cosim["commands"]]
+    assert {"accept", "reject", "init"} <= set(commands)
+    # every command was confirmed by the mode it led to (ACCEPT, ROLLBACK, INITIALIZATION)
+    assert all(c[3] for c in cosim["commands"])
+    # the verdict on a step the engine submitted (it ended at a delimiter) reaches the engine
+    # with the next draft call of the problem: ACCEPT for an accepted step, REJECT for a rescued
+    # one; everything else (backtracks, cut steps, a new problem) resynchronizes with INIT
+    def count(outcome):
+        return sum(s["outcome"] == outcome and s["draft_tokens"] < CONTROLLER.max_step_tokens
+                   for t in reference["traces"] for s in t["steps"][:-1])
+    assert commands.count("accept") == count("accept")
+    assert commands.count("reject") == count("rescue")
+    steps = [s for t in reference["traces"] for s in t["steps"]]
+    assert commands[0] == "init" and cosim["draft_calls"] == len(steps)
+
+
+def test_captured_trace_replays(runs):
+    _, cosim, trace_file = runs
+    traces = load_traces(trace_file)
+    assert [t.problem_id for t in traces] == ["0", "1"]
+    assert [len(t.steps) for t in traces] == [len(t["steps"]) for t in cosim["traces"]]
+    result = simulate_file(trace_file, config="config1", mode="heteroreason")
+    assert result.summary.latency_s > 0 and len(result.runs) == 2
