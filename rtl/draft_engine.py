@@ -1,5 +1,5 @@
 """DraftEngine: the KV front end (KVMU + input MUX) and the decoder core behind the host
-interface of DESIGN §4.4."""
+interface of docs/design.md §4.4."""
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring

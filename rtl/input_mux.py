@@ -32,7 +32,7 @@ def DecoderInputLayout(token_width):
 
 
 class InputMux(wiring.Component):
-    """Input MUX of the draft engine (DESIGN §4.2).
+    """Input MUX of the draft engine (docs/design.md §4.2).
 
     In Initialization and Rollback the decoder's input comes from ``host`` (logits kept only for
     the ``last`` token; the others are shadow ingests); in Speculation and Accept it comes from

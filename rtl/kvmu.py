@@ -26,7 +26,7 @@ def SpanLayout(capacity):
 
 
 class Kvmu(wiring.Component):
-    """KV-cache management unit (DESIGN §4.1).
+    """KV-cache management unit (docs/design.md §4.1).
 
     Tracks ``valid <= curr <= ahead <= capacity`` over the draft model's KV cache, hands the
     decoder the KV position of every token it admits, submits finished steps for verification,

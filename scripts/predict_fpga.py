@@ -7,8 +7,9 @@ against the HBM roofline, an edge GPU and the paper's own projection.
 For each board: the design chosen (MACs per cycle, stream bytes per cycle, heads in parallel),
 its estimated resources against the board's, and per context length the draft ms/token,
 tokens/s, the HBM roofline (weight and KV bytes per token over the usable bandwidth) and the
-fraction of it reached, and the speed-up over the paper's U280 line (5.74 ms + 0.002464 ms per
-KV token). Writes a plot of ms/token against context length.
+fraction of it reached, and the speed-up over the paper's U280 line (the artifact's preset
+``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended). Writes a plot of ms/token
+against context length.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
+from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.calibration import CalibrationError
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
@@ -30,7 +32,7 @@ from heteroreason.model.timing.fpga.platform import (
 
 
 def paper_u280_ms(context: int) -> float:
-    return 5.74 + 0.002464 * context
+    return timing(PAPER_U280).token_ms(context)
 
 
 def main(argv: list[str] | None = None) -> int:

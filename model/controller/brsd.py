@@ -1,5 +1,5 @@
-"""The step-wise reasoning controller (RSD / BRSD, DESIGN §1) over pluggable model backends, and
-the capture of its runs as traces the system scheduler replays 1:1.
+"""The step-wise reasoning controller (RSD / BRSD, docs/design.md §1) over pluggable model
+backends, and the capture of its runs as traces the system scheduler replays 1:1.
 
 Per step, with validated context ``z`` (prompt and accepted steps):
 

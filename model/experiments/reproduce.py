@@ -1,5 +1,5 @@
 """The reproduction of the paper's evaluation (Fig. 8/10): every configuration, dataset and mode,
-with and without backtracking, compared with the paper's figures (DESIGN §8)."""
+with and without backtracking, compared with the paper's figures (docs/design.md §8)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ __all__ = ["DATASETS", "PAPER_LATENCY_S", "ReproRow", "load_trace_sets", "reprod
 
 DATASETS = ("math500", "gsm8k", "gaokao2023en", "olympiadbench")
 
-# Fig. 10, seconds per problem (DESIGN §8): baseline, +T2, +T2+T1, and +T2+T1 without
+# Fig. 10, seconds per problem (docs/design.md §8): baseline, +T2, +T2+T1, and +T2+T1 without
 # backtracking (Config1 only); Fig. 9: RSD on three GPUs (the artifact's figure_metrics.json)
 PAPER_LATENCY_S = {
     ("config1", "rsd", False): (9.63, 5.96, 10.74, 15.59),

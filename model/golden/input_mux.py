@@ -1,4 +1,4 @@
-"""Golden model of the decoder's input MUX (DESIGN §4.2).
+"""Golden model of the decoder's input MUX (docs/design.md §4.2).
 
 Selection rule
 --------------

@@ -1,6 +1,6 @@
 """Transaction-level golden model of the KV-cache management unit (KVMU).
 
-Written from the event table of DESIGN §4.1, one method per event, without regard to how the
+Written from the event table of docs/design.md §4.1, one method per event, without regard to how the
 RTL computes anything. The RTL (:mod:`heteroreason.rtl.kvmu`) and its testbenches use the
 encodings defined here (:class:`Mode`, :class:`Op`, :class:`Error`, :class:`Source`).
 

@@ -1,4 +1,5 @@
-"""Configurations of Qwen2-architecture decoders (DESIGN §10) and the counts that follow from them.
+"""Configurations of Qwen2-architecture decoders (docs/design.md §10) and the counts that follow
+from them.
 
 :class:`Qwen2Config` holds the shape (hidden size, layers, heads, KV heads, head dim, FFN,
 vocabulary), RoPE theta, the RMSNorm epsilon, whether the LM head is tied to the embeddings, and

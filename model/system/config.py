@@ -1,4 +1,4 @@
-"""System configurations (hardware apart from workloads) and scheduler modes (DESIGN §6)."""
+"""System configurations (hardware apart from workloads) and scheduler modes (docs/design.md §6)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming, timing
 from heteroreason.model.timing.energy import DevicePower, power
-from heteroreason.model.timing.fpga.platform import BOARDS, draft_timing
+from heteroreason.model.timing.fpga.platform import BOARDS, board_power, draft_timing
 from heteroreason.model.timing.link import LinkConfig, link
 
 __all__ = ["CONFIGS", "FPGA_MODELS", "Mode", "SystemConfig", "system_config"]
@@ -72,35 +72,48 @@ class SystemConfig:
     kv_bytes_per_element: float = 2.0
 
     def with_fpga(self, fpga: LlmTiming, fpga_power: DevicePower | None = None) -> SystemConfig:
-        return replace(self, fpga=fpga, fpga_power=fpga_power or self.fpga_power)
+        """The configuration with another FPGA draft (and its board's power). The measured
+        HeteroReason system power follows the board: the artifact's figure with the old board's
+        power swapped for the new one's."""
+        if fpga_power is None:
+            return replace(self, fpga=fpga)
+        system_w = self.fpga_system_w - self.fpga_power.active_w + fpga_power.active_w
+        return replace(self, fpga=fpga, fpga_power=fpga_power, fpga_system_w=system_w)
 
 
-def _rtl_draft(board: str) -> tuple[LlmTiming, DevicePower]:
-    b = BOARDS[board]
-    return draft_timing(board), DevicePower(board, b.power_w, b.power_w, b.source)
+def _fpga_draft(board: str, preset: str | None = None) -> tuple[LlmTiming, DevicePower]:
+    """The board's draft timing (the artifact's preset, or the RTL-calibrated model) and its
+    power."""
+    return (timing(preset) if preset else draft_timing(board)), board_power(board)
 
 
-# the FPGA draft models a configuration can run with (timing and board power): the artifact
-# simulator's coefficients, or the RTL-calibrated timing of this project's decoder on a board
+# the FPGA draft models a configuration can run with, named ``<source>-<board>`` (``fpga/`` and
+# the name is the timing preset): the artifact simulator's coefficients, or the RTL-calibrated
+# timing of this project's decoder on a board (:data:`~heteroreason.model.timing.fpga.platform.
+# BOARDS`: ``u280-200``, ``u280-300``, ``v80``)
 FPGA_MODELS = {
     "artifact": None,  # the configuration's own: the artifact simulator's U280 coefficients
-    "v80": lambda: (timing("fpga/artifact-v80"), power("v80")),
-    **{f"rtl-{board}": functools.partial(_rtl_draft, board) for board in BOARDS},
+    "artifact-v80": functools.partial(_fpga_draft, "v80", "fpga/artifact-v80"),
+    **{f"rtl-{board}": functools.partial(_fpga_draft, board) for board in BOARDS},
 }
+# the artifact's U280 ran at 300 MHz
+ARTIFACT_BOARD = "u280-300"
 
 DRAFT_MODEL = qwen2_config("qwen2.5-0.5b")
 
+# the last two figures of each: the busy-average system power the artifact measured with three
+# GPUs and with the FPGA and two GPUs (power_smoke_results.json)
 CONFIGS: dict[str, SystemConfig] = {
     "config1": SystemConfig(
         "config1", timing("config1/draft"), timing("config1/prm"), timing("config1/target"),
         timing("fpga/artifact-u280"), link("pcie3-x16"), DRAFT_MODEL,
-        power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-7b"), power("u280"),
-        551.19, 488.42),
+        power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-7b"),
+        board_power(ARTIFACT_BOARD), 551.19, 488.42),
     "config2": SystemConfig(
         "config2", timing("config2/draft"), timing("config2/prm"), timing("config2/target"),
         timing("fpga/artifact-u280-config2"), link("pcie3-x16"), DRAFT_MODEL,
-        power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-1.5b"), power("u280"),
-        506.55, 438.09),
+        power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-1.5b"),
+        board_power(ARTIFACT_BOARD), 506.55, 438.09),
 }
 
 

@@ -11,8 +11,8 @@ A :class:`LlmTiming` prices the three operations the scheduler needs, in millise
 * ``ingest_ms(n, kv)``: tokens processed without sampling (shadow synchronisation); priced as
   decoding unless ``ingest_ms_per_token`` is given.
 
-Presets (DESIGN §8) are named ``<config>/<role>``: roles ``draft`` (the 0.5B draft on a GPU),
-``prm`` and ``target`` for Config1 (7B target) and Config2 (1.5B target) on RTX 3090s, and the
+Presets (docs/design.md §8) are named ``<config>/<role>``: roles ``draft`` (the 0.5B draft on a
+GPU), ``prm`` and ``target`` for Config1 (7B target) and Config2 (1.5B target) on RTX 3090s, and the
 FPGA draft of the artifact's simulator (``fpga/artifact-u280``, ``fpga/artifact-u280-config2``,
 ``fpga/artifact-v80``), the FPGA default until the RTL-calibrated model exists.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 
-__all__ = ["PRESETS", "LlmTiming", "timing"]
+__all__ = ["PAPER_U280", "PRESETS", "LlmTiming", "timing"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,10 @@ class LlmTiming:
         return (self.ingest_ms_per_token * tokens
                 + self.decode_ms_per_kv_token * _kv_sum(tokens, kv_start))
 
+    def token_ms(self, context: int) -> float:
+        """One decode token after ``context`` cached tokens (it attends to ``context + 1``)."""
+        return self.decode_ms(1, context)
+
     def tokens_per_s(self, kv: int = 0) -> float:
         return 1000.0 / (self.decode_ms_per_token + self.decode_ms_per_kv_token * kv)
 
@@ -87,7 +91,7 @@ def _check_count(name: str, value) -> None:
 
 _ARTIFACT = "artifact simulator configs (Hardware/simulator/configs/config1.json)"
 _CONFIG2_FIT = ("least-squares fits of the Config2 per-step profiles, GSM8K/MATH500 midpoints "
-                "(DESIGN §8)")
+                "(docs/design.md §8)")
 
 _MAC_RATIO_1P5B_TO_7B = (qwen2_config("qwen2.5-1.5b").macs_per_token()
                          / qwen2_config("qwen2.5-7b").macs_per_token())
@@ -114,14 +118,19 @@ PRESETS: dict[str, LlmTiming] = {t.name: t for t in (
               source=_CONFIG2_FIT + "; prefill: Config1's 7B prefill scaled by the MAC ratio "
                      "(the artifact's 0.0018 ms/token is below the roofline)"),
     # the FPGA draft of the artifact's simulator (300 MHz U280; V80 projected)
-    LlmTiming("fpga/artifact-u280", "qwen2.5-0.5b", "u280", decode_ms_per_token=5.74,
+    LlmTiming("fpga/artifact-u280", "qwen2.5-0.5b", "u280-300", decode_ms_per_token=5.74,
               decode_ms_per_kv_token=0.002464, source=_ARTIFACT),
-    LlmTiming("fpga/artifact-u280-config2", "qwen2.5-0.5b", "u280", decode_ms_per_token=5.74,
+    LlmTiming("fpga/artifact-u280-config2", "qwen2.5-0.5b", "u280-300",
+              decode_ms_per_token=5.74,
               decode_ms_per_kv_token=0.004928,
               source="artifact simulator configs (Hardware/simulator/configs/config2.json)"),
     LlmTiming("fpga/artifact-v80", "qwen2.5-0.5b", "v80", decode_ms_per_token=2.87,
-              source="DESIGN §8: V80 2.87 ms per token"),
+              source="docs/design.md §8: V80 2.87 ms per token"),
 )}
+
+
+# the paper's U280 draft, the line every FPGA projection is compared with
+PAPER_U280 = "fpga/artifact-u280"
 
 
 def timing(name: str) -> LlmTiming:

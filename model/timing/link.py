@@ -46,7 +46,7 @@ class LinkConfig:
 
 
 LINKS: dict[str, LinkConfig] = {c.name: c for c in (
-    # effective bandwidths as the artifact's simulator and DESIGN §10 use them; the fixed
+    # effective bandwidths as the artifact's simulator and docs/design.md §10 use them; the fixed
     # latency is a DMA round trip's order of magnitude
     LinkConfig("pcie3-x16", 16e9, 0.001),
     LinkConfig("pcie4-x16", 32e9, 0.001),

@@ -26,7 +26,8 @@ __all__ = ["PROFILES", "DatasetProfile", "TraceStats", "generate_traces", "profi
 
 @dataclass(frozen=True)
 class DatasetProfile:
-    """Statistics of one dataset's traces (DESIGN §9; spreads from the artifact's samples)."""
+    """Statistics of one dataset's traces (docs/design.md §9; spreads from the artifact's
+    samples)."""
 
     name: str
     problems: int

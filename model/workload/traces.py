@@ -301,7 +301,7 @@ def parse_trace(obj, where: str) -> ProblemTrace:
             if backtracks > policy.max_backtracks:
                 raise TraceError(step_where, "outcome",
                                  f"backtrack {backtracks} exceeds the policy's budget of "
-                                 f"{policy.max_backtracks}", step.outcome)
+                                 f"{policy.max_backtracks}", step.outcome.value)
             if step.backtrack_steps > policy.max_backtrack_depth:
                 raise TraceError(step_where, "backtrack_steps",
                                  f"exceeds the policy's depth of {policy.max_backtrack_depth}",

@@ -21,16 +21,17 @@ from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.core_cycles import OVERHEADS, CoreTiming, Overheads
 from heteroreason.rtl.decoder.params import DecoderParams
 
-__all__ = ["CALIBRATION_FILE", "RTL_DIR", "Calibration", "CalibrationError", "Point",
+__all__ = ["CALIBRATION_FILE", "RTL_DIR", "RTL_SOURCES", "Calibration", "CalibrationError", "Point",
            "fit_overheads", "load_calibration", "rtl_hash", "save_calibration"]
 
 CALIBRATION_FILE = Path(__file__).parent / "data" / "decoder_core.json"
 RTL_DIR = Path(__file__).resolve().parents[3] / "rtl"
 # the decoder's behaviour: its units, its sequencer and operator table, the memory map it reads
-_RTL_SOURCES = ("compare.py", "decoder/arith.py", "decoder/attention.py", "decoder/core.py",
+RTL_SOURCES = ("compare.py", "decoder/arith.py", "decoder/attention.py", "decoder/core.py",
                 "decoder/decode_schedule.py", "decoder/mvu.py", "decoder/operators.py",
                 "decoder/params.py", "decoder/rmsnorm.py", "decoder/rope.py",
-                "decoder/sampler.py", "decoder/swiglu.py", "decoder/weight_schedule.py")
+                "decoder/sampler.py", "decoder/sequencer.py", "decoder/swiglu.py",
+                "decoder/weight_schedule.py")
 
 
 class CalibrationError(ValueError):
@@ -54,7 +55,7 @@ def _code(source: str) -> str:
 def rtl_hash(rtl_dir: Path = RTL_DIR) -> str:
     """SHA-256 over the code of the decoder's RTL sources (and the memory map they follow)."""
     digest = hashlib.sha256()
-    for name in _RTL_SOURCES:
+    for name in RTL_SOURCES:
         digest.update(name.encode())
         digest.update(_code((Path(rtl_dir) / name).read_text(encoding="utf-8")).encode())
     return digest.hexdigest()

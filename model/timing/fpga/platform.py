@@ -19,13 +19,14 @@ from dataclasses import dataclass
 
 from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming
+from heteroreason.model.timing.energy import DevicePower
 from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming, cycles_to_ms
 from heteroreason.rtl.decoder.params import DecoderParams
 
-__all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "design_for",
-           "draft_ms_per_token", "draft_timing", "edge_gpu_ms_per_token", "estimate_resources",
-           "fpga_board"]
+__all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "board_power",
+           "design_for", "draft_ms_per_token", "draft_timing", "edge_gpu_ms_per_token",
+           "estimate_resources", "fpga_board"]
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,11 @@ _U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=96
 _V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_301)
 BOARDS: dict[str, FpgaBoard] = {b.name: b for b in (
     FpgaBoard("u280-200", 200e6, 460e9, 32, 0.85, _U280, 45.0,
-              "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); DESIGN §8: 45 W at 200 MHz"),
+              "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); docs/design.md §8: 45 W at 200 MHz"),
     FpgaBoard("u280-300", 300e6, 460e9, 32, 0.85, _U280, 60.0,
-              "Alveo U280 data sheet; DESIGN §8: 60 W at 300 MHz"),
+              "Alveo U280 data sheet; docs/design.md §8: 60 W at 300 MHz"),
     FpgaBoard("v80", 300e6, 819e9, 64, 0.85, _V80, 120.0,
-              "Alveo V80 data sheet (HBM2e 32 GB, 819 GB/s); DESIGN §8: 120 W"),
+              "Alveo V80 data sheet (HBM2e 32 GB, 819 GB/s); docs/design.md §8: 120 W"),
 )}
 
 
@@ -96,6 +97,13 @@ def fpga_board(name: str) -> FpgaBoard:
     if name not in BOARDS:
         raise KeyError(f"unknown board {name!r}; choose one of {', '.join(BOARDS)}")
     return BOARDS[name]
+
+
+def board_power(name: str) -> DevicePower:
+    """The board's power for the energy model. One figure per board (an implementation
+    report's): the clocks keep running while the design waits, so idle equals active."""
+    board = fpga_board(name)
+    return DevicePower(board.name, board.power_w, board.power_w, board.source)
 
 
 def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:

@@ -1,6 +1,7 @@
 """HuggingFace backends on tiny random models saved locally (skipped without transformers)."""
 
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -73,8 +74,11 @@ def test_controller_with_hf_backends(saved):
 def test_missing_or_wrong_models(tmp_path, saved):
     from heteroreason.model.controller.hf_backends import HFGenerator
 
-    with pytest.raises(ControllerError, match="not a saved model"):
+    with pytest.raises(ControllerError, match=rf"^{re.escape(str(tmp_path))}: not a saved model "
+                                              r"\(no config\.json\); HuggingFace backends load "
+                                              r"local paths only$"):
         HFGenerator("draft", tmp_path)
     gen = HFGenerator("draft", saved / "lm")
-    with pytest.raises(ControllerError, match="exceeds its maximum of 256"):
+    with pytest.raises(ControllerError, match=r"^draft: context of 297 tokens plus a step of up "
+                                              r"to 4 exceeds its maximum of 256$"):
         gen.generate_step(list(range(1, 100)) * 3, max_tokens=4, stop=frozenset())

@@ -1,4 +1,6 @@
-"""The golden KVMU, event by event against DESIGN §4.1."""
+"""The golden KVMU, event by event against docs/design.md §4.1."""
+
+import re
 
 import pytest
 
@@ -19,7 +21,8 @@ def test_reset_state():
 
 @pytest.mark.parametrize("capacity", [0, -1, 2.5, True, "8"])
 def test_bad_capacity(capacity):
-    with pytest.raises(ValueError, match="capacity must be a positive integer"):
+    with pytest.raises(ValueError, match=rf"^capacity must be a positive integer, not "
+                                         rf"{re.escape(repr(capacity))}$"):
         Kvmu(capacity=capacity)
 
 
@@ -120,5 +123,5 @@ def test_error_precedence_mode_before_capacity():
 def test_init_at_capacity_is_legal_and_init_negative_is_a_caller_bug():
     kvmu = Kvmu(capacity=8)
     assert kvmu.init(8).error == Error.NONE
-    with pytest.raises(ValueError, match="pos must be a non-negative integer"):
+    with pytest.raises(ValueError, match=r"^pos must be a non-negative integer, not -1$"):
         kvmu.init(-1)

@@ -52,13 +52,13 @@ def test_presets_and_counts():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"hidden": 66}, "heads .4. must divide hidden"),
-    ({"kv_heads": 3}, "kv_heads .3. must divide heads"),
-    ({"head_dim": 8}, "must equal hidden"),
-    ({"layers": 0}, "layers must be a positive integer"),
-    ({"vocab": -5}, "vocab must be a positive integer"),
-    ({"ffn": 12.5}, "ffn must be a positive integer"),
-    ({"rope_theta": 0.0}, "must be positive"),
+    ({"hidden": 66}, r"^bad: heads \(4\) must divide hidden \(66\)$"),
+    ({"kv_heads": 3}, r"^bad: kv_heads \(3\) must divide heads \(4\)$"),
+    ({"head_dim": 8}, r"^bad: heads x head_dim \(4 x 8\) must equal hidden \(64\)$"),
+    ({"layers": 0}, r"^bad: layers must be a positive integer, not 0$"),
+    ({"vocab": -5}, r"^bad: vocab must be a positive integer, not -5$"),
+    ({"ffn": 12.5}, r"^bad: ffn must be a positive integer, not 12\.5$"),
+    ({"rope_theta": 0.0}, r"^bad: rope_theta and rms_norm_eps must be positive$"),
 ])
 def test_impossible_shapes(kwargs, message):
     base = dict(name="bad", hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, ffn=128,
@@ -165,25 +165,29 @@ def test_accept_reject_backtrack_flows(pair, decoder):
 def test_bad_input(pair, decoder):
     config, weights, model = pair
     dec = FloatDecoder(weights) if decoder == "float" else IntDecoder(model)
-    with pytest.raises(ValueError, match=f"token id {config.vocab} is outside the vocabulary"):
+    with pytest.raises(ValueError, match=rf"^token id {config.vocab} is outside the vocabulary "
+                                         rf"\[0, {config.vocab}\)$"):
         dec.prefill([1, config.vocab])
-    with pytest.raises(ValueError, match="token id -1 is outside"):
+    with pytest.raises(ValueError, match=rf"^token id -1 is outside the vocabulary "
+                                         rf"\[0, {config.vocab}\)$"):
         dec.decode(-1)
-    with pytest.raises(ValueError, match="non-empty 1-D sequence of integers"):
+    with pytest.raises(ValueError, match=r"^tokens must be a non-empty 1-D sequence of integers$"):
         dec.prefill([])
     dec.prefill([1, 2, 3])
-    with pytest.raises(ValueError, match=r"rollback position must be in \[0, 3\]"):
+    with pytest.raises(ValueError, match=r"^rollback position must be in \[0, 3\] \(the cached "
+                                         r"tokens\), not 4$"):
         dec.rollback(4)
-    with pytest.raises(ValueError, match="exceeds the maximum"):
+    with pytest.raises(ValueError, match=rf"^context of {config.max_context + 3} tokens exceeds "
+                                         rf"the maximum of {config.max_context}$"):
         dec.prefill(np.zeros(config.max_context, dtype=np.int64))
     assert dec.length == 3, "a refused call changes nothing"
 
 
 def test_random_weights_arguments():
     config = qwen2_config("test-tiny")
-    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+    with pytest.raises(ValueError, match=r"^seed must be a non-negative integer, not -1$"):
         random_weights(config, seed=-1)
-    with pytest.raises(ValueError, match=r"layers must be in \[1, 2\]"):
+    with pytest.raises(ValueError, match=r"^layers must be in \[1, 2\], not 3$"):
         random_weights(config, seed=1, layers=3)
     a, b = random_weights(config, seed=3), random_weights(config, seed=3)
     assert np.array_equal(a.embed, b.embed)
@@ -198,7 +202,7 @@ def test_rounding_and_multipliers():
     for f in (1e-6, 0.37, 1.0, 3.9, 1234.5):
         m, k = quant_multiplier(f)
         assert 2**30 <= m < 2**31 and m / 2.0**k == pytest.approx(f, rel=2**-30)
-    with pytest.raises(ValueError, match="must lie in"):
+    with pytest.raises(ValueError, match=r"^requantization factors must lie in \(0, 2\*\*30\)$"):
         quant_multiplier(0.0)
 
 

@@ -120,15 +120,19 @@ def test_recorded_prefetch_lengths_bound_the_prefetch_and_the_cache():
 
 def test_bad_input():
     bt = trace(StepEvent("accept", 3), StepEvent("backtrack", 1, 1, backtrack_steps=1))
-    with pytest.raises(ScheduleError, match=r"has 1 backtrack.*mode rsd"):
+    with pytest.raises(ScheduleError, match=r"^problem 0 \(toy\) has 1 backtrack\(s\): mode rsd "
+                                            r"replays traces without backtracking$"):
         simulate_problem(bt, CFG, Mode.RSD)
-    with pytest.raises(ValueError, match="unknown mode 'fast'"):
+    with pytest.raises(ValueError, match=r"^unknown mode 'fast'; choose one of rsd, baseline, t2, "
+                                         r"heteroreason$"):
         simulate([bt], CFG, "fast")
-    with pytest.raises(ValueError, match="unknown config 'config9'"):
+    with pytest.raises(ValueError, match=r"^unknown config 'config9'; choose one of config1, "
+                                         r"config2$"):
         simulate([bt], "config9", "baseline")
-    with pytest.raises(ValueError, match="no traces to simulate"):
+    with pytest.raises(ValueError, match=r"^no traces to simulate$"):
         simulate([], CFG, "baseline")
-    with pytest.raises(ValueError, match="unknown FPGA model 'u50'"):
+    with pytest.raises(ValueError, match=r"^unknown FPGA model 'u50'; choose one of artifact, "
+                                         r"artifact-v80, rtl-u280-200, rtl-u280-300, rtl-v80$"):
         system_config("config1", fpga="u50")
 
 

@@ -1,6 +1,7 @@
 """Importers of the artifact's execution traces and token logs."""
 
 import json
+import re
 
 import pytest
 
@@ -24,7 +25,9 @@ def test_artifact_fixture_with_backtrack(fixtures):
 
 
 def test_token_log_fixture(fixtures):
-    with pytest.raises(TraceError, match=r"token_log.jsonl:3: steps\[0\].*beyond the start"):
+    with pytest.raises(TraceError, match=rf"^{re.escape(str(fixtures))}/token_log\.jsonl:3: "
+                                         r"steps\[0\]: field 'backtrack_steps': goes back beyond "
+                                         r"the start: only 0 accepted steps \(got 5\)$"):
         import_token_log(fixtures / "token_log.jsonl", dataset="toy", prompt_tokens=30)
     traces, skipped = import_token_log(fixtures / "token_log.jsonl", dataset="toy",
                                        prompt_tokens=30, skip_invalid=True)
@@ -33,15 +36,25 @@ def test_token_log_fixture(fixtures):
     assert traces[1].correct is False and traces[1].prompt_tokens == 30
 
 
+AT = r"^example_0\.json: execution_trace\[0\]: field "
+
+
 @pytest.mark.parametrize("mutate, message", [
-    (lambda o: o.pop("prompt_tokens"), "give the prompt length explicitly"),
-    (lambda o: o.update(execution_trace=[]), "execution_trace"),
-    (lambda o: o["execution_trace"][0].update(status="teleport"), "is not accept_pure_draft"),
-    (lambda o: o["execution_trace"][0].update(draft_tokens_spent=-1), "must not be negative"),
-    (lambda o: o["execution_trace"][0].update(draft_tokens_spent="9"), "must be int"),
+    (lambda o: o.pop("prompt_tokens"),
+     r"^example_0\.json: field 'prompt_tokens': is missing \(no_bt traces\): give the prompt "
+     r"length explicitly$"),
+    (lambda o: o.update(execution_trace=[]),
+     r"^example_0\.json: field 'execution_trace': must be a non-empty list \(got \[\]\)$"),
+    (lambda o: o["execution_trace"][0].update(status="teleport"),
+     AT + r"'status': is not accept_pure_draft, target_rescue or BACKTRACK_EVENT "
+          r"\(got 'teleport'\)$"),
+    (lambda o: o["execution_trace"][0].update(draft_tokens_spent=-1),
+     AT + r"'draft_tokens_spent': must not be negative \(got -1\)$"),
+    (lambda o: o["execution_trace"][0].update(draft_tokens_spent="9"),
+     AT + r"'draft_tokens_spent': must be int \(got '9'\)$"),
     (lambda o: o["execution_trace"].insert(0, dict(o["execution_trace"][4])),
-     "a backtrack must follow a target rescue"),
-    (lambda o: o.pop("idx"), "field 'idx': is required"),
+     AT + r"'status': a backtrack must follow a target rescue \(got 'BACKTRACK_EVENT'\)$"),
+    (lambda o: o.pop("idx"), r"^example_0\.json: field 'idx': is required$"),
 ])
 def test_bad_artifact_traces(fixtures, mutate, message):
     obj = json.loads((fixtures / "artifact" / "toyset" / "example_0.json").read_text())

@@ -58,13 +58,14 @@ def test_rsd_policy_generates_no_backtracks():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+    with pytest.raises(ValueError, match=r"^seed must be a non-negative integer, not -1$"):
         generate_traces(PROFILES["gsm8k"], seed=-1)
-    with pytest.raises(ValueError, match="problems must be a positive integer"):
+    with pytest.raises(ValueError, match=r"^problems must be a positive integer, not 0$"):
         generate_traces(PROFILES["gsm8k"], seed=1, problems=0)
-    with pytest.raises(ValueError, match="outcome shares sum to"):
+    with pytest.raises(ValueError, match=r"^profile 'bad': outcome shares sum to "
+                                         r"0\.7999999999999999, not 1$"):
         DatasetProfile("bad", 10, 5.0, 0.5, 0.2, 0.1, 50.0, 0.5, 60.0, 0.5, 100.0)
-    with pytest.raises(ValueError, match="no traces"):
+    with pytest.raises(ValueError, match=r"^no traces to summarize$"):
         trace_stats([])
 
 

@@ -12,9 +12,9 @@ from heteroreason.rtl.input_mux import InputMux as InputMuxRtl
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"token_width": 0}, "token_width must be a positive integer"),
-    ({"token_width": 8, "max_in_flight": 0}, "max_in_flight must be a positive integer"),
-    ({"token_width": "8"}, "token_width must be a positive integer"),
+    ({"token_width": 0}, r"^token_width must be a positive integer, not 0$"),
+    ({"token_width": 8, "max_in_flight": 0}, r"^max_in_flight must be a positive integer, not 0$"),
+    ({"token_width": "8"}, r"^token_width must be a positive integer, not '8'$"),
 ])
 def test_parameters_are_validated(kwargs, message):
     with pytest.raises(TypeError, match=message):

@@ -2,6 +2,7 @@
 """Fast feedback: the KVMU in Amaranth's simulator against the golden model."""
 
 import random
+import re
 
 import pytest
 from amaranth.sim import Simulator
@@ -12,14 +13,16 @@ from heteroreason.rtl.kvmu import Kvmu as KvmuRtl
 
 @pytest.mark.parametrize("capacity", [0, -3, 1.5, None, True])
 def test_capacity_is_validated(capacity):
-    with pytest.raises(TypeError, match="capacity must be a positive integer"):
+    with pytest.raises(TypeError, match=rf"^capacity must be a positive integer, not "
+                                        rf"{re.escape(repr(capacity))}$"):
         KvmuRtl(capacity=capacity)
 
 
 def test_capacity_is_read_only():
     kvmu = KvmuRtl(capacity=32)
     assert kvmu.capacity == 32
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match=r"^property 'capacity' of 'Kvmu' object has no "
+                                             r"setter$"):
         kvmu.capacity = 4
 
 

@@ -48,9 +48,10 @@ def test_order_and_counts(model):
 
 
 def test_bad_arguments(model):
-    with pytest.raises(ValueError, match=r"lanes .24. must divide the hidden size"):
+    with pytest.raises(ValueError, match=r"^lanes \(24\) must divide the hidden size \(64\) so "
+                                         r"that embedding rows stream whole$"):
         decode_schedule(model, lanes=24)
-    with pytest.raises(ValueError, match="lanes must be a positive integer"):
+    with pytest.raises(ValueError, match=r"^lanes must be a positive integer, not 0$"):
         decode_schedule(model, lanes=0)
-    with pytest.raises(ValueError, match="token id 256 is outside"):
+    with pytest.raises(ValueError, match=r"^token id 256 is outside the vocabulary \[0, 256\)$"):
         decode_schedule(model, lanes=8).token_regions(256, keep_logits=True)

@@ -63,7 +63,7 @@ def test_argmax_with_ties_and_marks(seed):
 
 
 def test_parameters_are_validated():
-    with pytest.raises(ValueError, match=r"delimiters must be token ids in \[0, 8\)"):
+    with pytest.raises(ValueError, match=r"^delimiters must be token ids in \[0, 8\), not 9$"):
         ArgmaxSampler(vocab=8, delimiters=(9,))
-    with pytest.raises(TypeError, match="vocab must be an integer above 1"):
+    with pytest.raises(TypeError, match=r"^vocab must be an integer above 1, not 1$"):
         ArgmaxSampler(vocab=1)

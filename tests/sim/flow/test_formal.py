@@ -32,7 +32,7 @@ def test_broken_kvmu_is_caught():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="mode must be"):
+    with pytest.raises(ValueError, match=r"^mode must be 'prove' or 'bmc', not 'cover'$"):
         prove_kvmu(mode="cover")
-    with pytest.raises(ValueError, match="depth must be a positive integer"):
+    with pytest.raises(ValueError, match=r"^depth must be a positive integer, not 0$"):
         prove_kvmu(depth=0)

