@@ -2,6 +2,8 @@
 
 Everything below is integer arithmetic on numpy int64 (matrix products are evaluated in
 floating point only where that is exact, see *Matrix products*). Real values are ``q * scale``.
+One module of some 400 lines on purpose: the specification the RTL is checked against, every
+rounding rule and the code that applies it read together.
 
 Rounding and saturation
     ``rshift_round(x, k) = (x + 2**(k-1)) >> k`` for ``k >= 1`` (round half up, arithmetic
@@ -69,7 +71,7 @@ from heteroreason.model.numerics.qwen2_config import Qwen2Config
 from heteroreason.model.numerics.qwen2_float import FloatDecoder, Qwen2Weights
 
 __all__ = ["ActivationScales", "IntDecoder", "QuantizedModel", "attend", "calibrate",
-           "quant_multiplier", "quantize", "rshift_round"]
+           "int_rmsnorm", "int_rope", "quant_multiplier", "quantize", "requant", "rshift_round"]
 
 RSQRT = np.array([0] * 64 + [round(2**23 / math.sqrt(m)) for m in range(64, 256)],
                  dtype=np.int64)
@@ -301,7 +303,7 @@ def quantize(weights: Qwen2Weights, scales: ActivationScales) -> QuantizedModel:
         eps_q=max(1, round(c.rms_norm_eps / s.residual**2)), rope_inc=rope_inc)
 
 
-def _rmsnorm(r: np.ndarray, req, eps_q: int) -> np.ndarray:
+def int_rmsnorm(r: np.ndarray, req, eps_q: int) -> np.ndarray:
     """int16 residual rows (n, hidden) -> int8 normalized rows, per the module's rules."""
     hidden = r.shape[-1]
     var = (r * r).sum(axis=-1) // hidden + eps_q
@@ -314,7 +316,7 @@ def _rmsnorm(r: np.ndarray, req, eps_q: int) -> np.ndarray:
     return requant(norm, req, 8)
 
 
-def _rope(x: np.ndarray, positions: np.ndarray, inc: np.ndarray) -> np.ndarray:
+def int_rope(x: np.ndarray, positions: np.ndarray, inc: np.ndarray) -> np.ndarray:
     """int8 (n, heads, head_dim) rotated by the integer phase tables."""
     phase = (positions[:, None] * inc[None, :]) % 2**32
     idx = ((phase + 2**21) >> 22) & (2**ROPE_BITS - 1)
@@ -368,24 +370,24 @@ class IntDecoder:
         r = sat(rshift_round(rows * em[tokens][:, None], ek[tokens][:, None]), 16)
         causal = positions[:, None] >= np.arange(total)[None, :]
         for layer, ql in enumerate(m.layers):
-            h = _rmsnorm(r, ql.norm1_req, m.eps_q)
+            h = int_rmsnorm(r, ql.norm1_req, m.eps_q)
             q = requant(_matmul(h, ql.q_w) + ql.q_b, ql.q_req, 8).reshape(n, c.heads, -1)
             k = requant(_matmul(h, ql.k_w) + ql.k_b, ql.k_req, 8).reshape(n, c.kv_heads, -1)
             v = requant(_matmul(h, ql.v_w) + ql.v_b, ql.v_req, 8).reshape(n, c.kv_heads, -1)
-            q, k = _rope(q, positions, m.rope_inc), _rope(k, positions, m.rope_inc)
+            q, k = int_rope(q, positions, m.rope_inc), int_rope(k, positions, m.rope_inc)
             self.k_cache[layer, start:total] = k
             self.v_cache[layer, start:total] = v
             keys = np.repeat(self.k_cache[layer, :total], group, axis=1)
             values = np.repeat(self.v_cache[layer, :total], group, axis=1)
             attn = attend(q, keys, values, causal, ql.exp_req, ql.attn_req).reshape(n, c.q_dim)
             r = sat(r + requant(_matmul(attn, ql.o_w), ql.o_req, 16), 16)
-            h = _rmsnorm(r, ql.norm2_req, m.eps_q)
+            h = int_rmsnorm(r, ql.norm2_req, m.eps_q)
             gate = requant(_matmul(h, ql.gate_w), ql.gate_req, 8)
             up = requant(_matmul(h, ql.up_w), ql.up_req, 8)
             act = requant(ql.silu[gate + 128] * up, ql.act_req, 8)
             r = sat(r + requant(_matmul(act, ql.down_w), ql.down_req, 16), 16)
         self.length = total
-        x = _rmsnorm(r, m.final_req, m.eps_q)
+        x = int_rmsnorm(r, m.final_req, m.eps_q)
         self.last_hidden = x
         return requant(_matmul(x, m.embed_w), m.head_req, 32)
 

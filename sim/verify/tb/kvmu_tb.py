@@ -4,7 +4,8 @@
 Every cycle the RTL's registers are compared with the golden model, every transfer on ``cmd``
 and ``alloc`` is applied to the model, ``write_pos``/``attn_len``/``flush`` are checked in the
 cycle of the transfer, the readiness of both input streams is predicted exactly, and every beat
-on ``submit`` is matched in order against the spans the model submitted.
+on ``submit`` is matched in order against the spans the model submitted. One module of some 430
+lines: the testbench class, its directed scenarios and the random test share the checks.
 """
 
 from __future__ import annotations

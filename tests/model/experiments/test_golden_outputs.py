@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from heteroreason.model.timing.fpga.calibration import load_calibration
+
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 # the same program on the artifact's Config1 sample traces (../shared): digests only, the data
@@ -53,3 +55,20 @@ def test_artifact_reproduction_is_unchanged(tmp_path, artifact):
 def test_golden_files_hold_every_row(name):
     rows = (GOLDEN / name).read_text().splitlines()
     assert len(rows) == 1 + 2 * 4 * 6  # header, configs x datasets x modes
+
+
+def test_calibration_report_is_unchanged():
+    """The committed calibration's points (the RTL cycles the timing model was fitted on and
+    held out against) and its held-out errors, as before the restructuring."""
+    calibration = load_calibration()
+    rows = ["set,preset,lanes,stream_bytes,heads_parallel,vector_width,weight_buffer,"
+            "memory_latency_cycles,external_kv,position,rtl_cycles,model_error"]
+    for part, points in (("train", calibration.train), ("held_out", calibration.held_out)):
+        for p in points:
+            q = p.params
+            error = round(p.error(calibration.overheads), 6) if part == "held_out" else ""
+            rows.append(",".join(map(str, [
+                part, p.preset, q.lanes, q.stream_bytes, q.heads_parallel, q.vector_width,
+                q.weight_buffer, p.memory_latency_cycles, int(q.external_kv), p.position,
+                p.cycles, error])))
+    assert "\n".join(rows) + "\n" == (GOLDEN / "calibration.csv").read_text()

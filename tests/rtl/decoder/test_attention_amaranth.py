@@ -13,17 +13,12 @@ from heteroreason.rtl.decoder.attention import Attention
 from heteroreason.sim.verify.hbm_model import kv_memory_processes
 
 
-@pytest.mark.parametrize("seed, head_dim, heads, external_kv, width", [
-    (1, 8, 1, False, 1), (2, 16, 1, False, 1), (3, 8, 3, False, 1), (4, 16, 2, False, 4),
-    (5, 8, 2, True, 1), (6, 8, 3, True, 8)])
-def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width):
-    layers, kv_heads, max_context = 2, 2, 48
-    rng = np.random.default_rng(seed)
-    gaps = random.Random(seed)
-    keys = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
-    values = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
+def random_jobs(rng, keys, values, heads, count=30):
+    """Attention jobs on the cache (layer, KV head, length, queries, multipliers) and the
+    reference's outputs for each."""
+    layers, kv_heads, max_context, head_dim = keys.shape
     cases = []
-    for _ in range(30):
+    for _ in range(count):
         layer, kv, length = int(rng.integers(layers)), int(rng.integers(kv_heads)), \
             int(rng.integers(1, max_context + 1))
         q = rng.integers(-128, 128, (heads, head_dim))
@@ -34,6 +29,19 @@ def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width
                           np.repeat(values[layer, kv, :length][:, None], heads, 1),
                           np.ones((1, length), bool), exp_req, attn_req)[0].ravel()
         cases.append((layer, kv, length, q, exp_req, attn_req, expected))
+    return cases
+
+
+@pytest.mark.parametrize("seed, head_dim, heads, external_kv, width", [
+    (1, 8, 1, False, 1), (2, 16, 1, False, 1), (3, 8, 3, False, 1), (4, 16, 2, False, 4),
+    (5, 8, 2, True, 1), (6, 8, 3, True, 8)])
+def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width):
+    layers, kv_heads, max_context = 2, 2, 48
+    rng = np.random.default_rng(seed)
+    gaps = random.Random(seed)
+    keys = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
+    values = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
+    cases = random_jobs(rng, keys, values, heads)
     dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
                     max_context=max_context, heads=heads, external_kv=external_kv,
                     width=width)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_int8 import _rmsnorm, quant_multiplier
+from heteroreason.model.numerics.qwen2_int8 import int_rmsnorm, quant_multiplier
 from heteroreason.rtl.decoder.rmsnorm import RmsNorm
 
 
@@ -18,7 +18,7 @@ def random_vector(rng: np.random.Generator, max_length: int, width: int = 1):
     eps_q = int(rng.integers(1, 50))
     gains = rng.uniform(0.5, 1.5, n) / (2**15 * float(rng.uniform(0.005, 0.05)))
     mult, shift = quant_multiplier(gains)
-    expected = _rmsnorm(r[None, :].astype(np.int64), (mult, shift), eps_q)[0]
+    expected = int_rmsnorm(r[None, :].astype(np.int64), (mult, shift), eps_q)[0]
     return r, eps_q, mult, shift, expected
 
 

@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.numerics.qwen2_float import random_weights
-from heteroreason.model.numerics.qwen2_int8 import _rope, calibrate, quantize
+from heteroreason.model.numerics.qwen2_int8 import calibrate, int_rope, quantize
 from heteroreason.rtl.decoder.rope import Rope
 
 
@@ -25,7 +25,7 @@ def test_heads_at_random_positions(width):
     for _ in range(40):
         pos = int(rng.choice([0, 1, int(rng.integers(0, 30000))]))
         heads = rng.integers(-128, 128, (int(rng.integers(1, 4)), hd))
-        expected = _rope(heads[None], np.array([pos]), model.rope_inc)[0]
+        expected = int_rope(heads[None], np.array([pos]), model.rope_inc)[0]
         cases.append((pos, heads, expected))
     dut = Rope(head_dim=hd, increments=model.rope_inc, max_position=32767, width=width)
     got = []

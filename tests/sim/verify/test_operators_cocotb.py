@@ -11,9 +11,9 @@ import pytest
 
 from heteroreason.model.numerics.qwen2_float import greedy
 from heteroreason.model.numerics.qwen2_int8 import (
-    _rmsnorm,
-    _rope,
     attend,
+    int_rmsnorm,
+    int_rope,
     quant_multiplier,
     requant,
 )
@@ -49,7 +49,7 @@ def test_rmsnorm(width, tmp_path):
         eps_q = int(rng.integers(1, 50))
         mult, shift = quant_multiplier(rng.uniform(0.5, 1.5, n) /
                                        (2**15 * float(rng.uniform(0.005, 0.05))))
-        expected = _rmsnorm(r[None, :].astype(np.int64), (mult, shift), eps_q)[0]
+        expected = int_rmsnorm(r[None, :].astype(np.int64), (mult, shift), eps_q)[0]
         phase["inputs"]["cmd"].append({"length": n, "eps_q": eps_q})
         phase["inputs"]["x"] += [ints(r[k:k + width]) for k in range(0, n, width)]
         phase["inputs"]["gain"] += [{"mult": int(m), "shift": int(s)}
@@ -68,7 +68,7 @@ def test_rope(preset, width, tmp_path):
     for _ in range(150):
         pos = int(rng.choice([0, 1, int(rng.integers(0, 32767))]))
         heads = rng.integers(-128, 128, (int(rng.integers(1, 4)), hd))
-        expected = _rope(heads[None], np.array([pos]), model.rope_inc)[0].ravel()
+        expected = int_rope(heads[None], np.array([pos]), model.rope_inc)[0].ravel()
         flat = heads.ravel()
         phase["inputs"]["cmd"].append(pos)
         for name, values in (("x", flat), ("y", expected)):
