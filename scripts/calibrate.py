@@ -3,7 +3,7 @@
 grid, fit the per-operator overheads on the training points, report the model against the RTL
 on the held-out points, and write the calibration file.
 
-    python scripts/calibrate.py                    # full grid, writes model/calibration/
+    python scripts/calibrate.py                    # full grid, writes model/timing/fpga/data/
     python scripts/calibrate.py --quick --check    # the CI grid against the committed file
 
 Exit status 1 when a held-out point (or, with --check, any point) is off by more than 2 %.

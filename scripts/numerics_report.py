@@ -17,7 +17,7 @@ import numpy as np
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder, calibrate, quantize
+from heteroreason.model.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -27,7 +27,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def quality(config, *, seed: int, positions: int, layers=None, calib_length=256):
     weights = random_weights(config, seed=seed, layers=layers)
-    model = quantize(weights, calibrate(weights, seed=seed + 100, length=calib_length))
+    model = quantize(weights, activation_scales(weights, seed=seed + 100, length=calib_length))
     tokens = np.random.default_rng(seed + 200).integers(0, config.vocab, positions)
     f, q = FloatDecoder(weights), IntDecoder(model)
     f_logits, q_logits = f.prefill(tokens), q.prefill(tokens)
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.speed:
         start = time.monotonic()
         weights = random_weights(big, seed=1)
-        scales = calibrate(weights, seed=2, sequences=1, length=8)
+        scales = activation_scales(weights, seed=2, sequences=1, length=8)
         model = quantize(weights, scales)
         setup = time.monotonic() - start
         dec = IntDecoder(model)

@@ -28,7 +28,7 @@ from heteroreason.model.controller.brsd import (
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder, calibrate, quantize
+from heteroreason.model.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
 from heteroreason.model.system.config import Mode
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.workload.traces import TraceError, read_json_lines
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                        for i in range(args.count)]
         draft_weights = random_weights(config, seed=args.seed)
         draft = ReferenceGenerator(
-            "draft", IntDecoder(quantize(draft_weights, calibrate(draft_weights))))
+            "draft", IntDecoder(quantize(draft_weights, activation_scales(draft_weights))))
         target = ReferenceGenerator("target", FloatDecoder(random_weights(config,
                                                                           seed=args.seed + 1)))
         prm = RewardHeadScorer("prm", FloatDecoder(random_weights(config, seed=args.seed + 2)),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from heteroreason.model.golden.kvmu import Mode
 
-__all__ = ["InputMux", "Selection", "select_source"]
+__all__ = ["GoldenInputMux", "Selection", "select_source"]
 
 
 class Selection(enum.Enum):
@@ -43,7 +43,7 @@ def select_source(mode: Mode, *, stalled: bool) -> Selection:
 
 
 @dataclass
-class InputMux:
+class GoldenInputMux:
     """Counts samples in flight and decides, per sampler beat, whether it is stale.
 
     Parameters

@@ -46,7 +46,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Error", "Kvmu", "KvmuState", "Mode", "Op", "Outcome", "Source"]
+__all__ = ["Error", "GoldenKvmu", "KvmuState", "Mode", "Op", "Outcome", "Source"]
 
 
 class Mode(enum.IntEnum):
@@ -128,7 +128,7 @@ class Outcome:
     flushed: bool = False
 
 
-class Kvmu:
+class GoldenKvmu:
     """The golden KVMU. See the module docstring for the event semantics.
 
     Parameters

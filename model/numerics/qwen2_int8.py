@@ -20,8 +20,8 @@ Weights
     costs the hardware nothing.
 Activations
     int8 with static per-tensor scales ``s = max|x| / 127`` from float runs on calibration
-    tokens (:func:`calibrate`); the residual stream is int16 with one scale for the whole model
-    (``max|x| * 1.25 / 32767``), additions saturate.
+    tokens (:func:`activation_scales`); the residual stream is int16 with one scale for the
+    whole model (``max|x| * 1.25 / 32767``), additions saturate.
 Embedding
     a token's row of the int8 (per-row scaled) embedding matrix, requantized per row to the
     residual scale.
@@ -70,7 +70,7 @@ import numpy as np
 from heteroreason.model.numerics.qwen2_config import Qwen2Config
 from heteroreason.model.numerics.qwen2_float import FloatDecoder, Qwen2Weights
 
-__all__ = ["ActivationScales", "IntDecoder", "QuantizedModel", "attend", "calibrate",
+__all__ = ["ActivationScales", "IntDecoder", "QuantizedModel", "activation_scales", "attend",
            "int_rmsnorm", "int_rope", "quant_multiplier", "quantize", "requant", "rshift_round"]
 
 RSQRT = np.array([0] * 64 + [round(2**23 / math.sqrt(m)) for m in range(64, 256)],
@@ -140,7 +140,7 @@ class ActivationScales:
     logits: float
 
 
-def calibrate(weights: Qwen2Weights, *, seed: int = 0, sequences: int = 4,
+def activation_scales(weights: Qwen2Weights, *, seed: int = 0, sequences: int = 4,
               length: int = 256) -> ActivationScales:
     """Static scales from float runs on seeded random token sequences."""
     c = weights.config

@@ -2,7 +2,7 @@
 
 They are synthetic, made by :func:`heteroreason.model.workload.trace_synth.generate_traces` with the
 seed and size recorded here (``scripts/traces.py generate --dataset all --problems 100
---seed 2026 --out model/data/traces`` writes them again, byte for byte).
+--seed 2026 --out model/workload/data/traces`` writes them again, byte for byte).
 """
 
 from __future__ import annotations

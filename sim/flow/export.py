@@ -111,14 +111,14 @@ def seeded_model(preset: str, seed: int):
     against."""
     from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
     from heteroreason.model.numerics.qwen2_float import random_weights
-    from heteroreason.model.numerics.qwen2_int8 import calibrate, quantize
+    from heteroreason.model.numerics.qwen2_int8 import activation_scales, quantize
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
     weights = random_weights(qwen2_config(preset), seed=seed)
-    return quantize(weights, calibrate(weights, seed=seed + 1, sequences=1, length=32))
+    return quantize(weights, activation_scales(weights, seed=seed + 1, sequences=1, length=32))
 
 
 def decoder_params(*, delimiter: int, delimiter2: int, eos: int, external_kv: int,

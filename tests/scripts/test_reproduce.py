@@ -16,7 +16,7 @@ def run(script, *args):
 def test_reproduce_on_bundled_traces(tmp_path):
     proc = run("reproduce.py", "--out", tmp_path)
     assert proc.returncode == 0, proc.stderr
-    rows = list(csv.DictReader((tmp_path / "reproduction.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "reproduction.csv").read_text().splitlines()))
     assert len(rows) == 2 * 4 * 6  # configs x datasets x (3 modes with, 3 without backtracking)
     for name in ("ablation.png", "breakdown.png", "gantt.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
@@ -36,7 +36,7 @@ def test_reproduce_on_artifact_samples(tmp_path, artifact):
                folder / "no_bt", "--prompt-tokens", "128", "--configs", "config1", "--no-plots",
                "--out", tmp_path)
     assert proc.returncode == 0, proc.stderr
-    rows = list(csv.DictReader((tmp_path / "reproduction.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "reproduction.csv").read_text().splitlines()))
     assert len(rows) == 4 * 6
     assert "480 problem replays" in proc.stdout
 
@@ -48,7 +48,7 @@ def test_reproduce_rejects_bad_input(tmp_path, fixtures):
     empty.write_text("")
     proc = run("reproduce.py", "--traces", empty, "--out", tmp_path)
     assert proc.returncode == 2 and "holds no problems" in proc.stderr
-    bundled = ROOT / "model" / "data" / "traces" / "math500.jsonl"
+    bundled = ROOT / "model" / "workload" / "data" / "traces" / "math500.jsonl"
     proc = run("reproduce.py", "--traces", bundled, "--no-bt-traces", bundled, "--configs",
                "config1", "--no-plots", "--out", tmp_path)
     assert proc.returncode == 2 and "replays traces without backtracking" in proc.stderr

@@ -5,8 +5,8 @@ target-model token bursts), and a decoder model that takes tokens with random ba
 for each token whose logits are kept, returns one sampled token after a random latency.
 
 Checks, every cycle: the KVMU registers against the golden
-:class:`~heteroreason.model.golden.kvmu.Kvmu`; that a token reaches the decoder exactly when the
-selection rule (:func:`~heteroreason.model.golden.input_mux.select_source`) and the stream
+:class:`~heteroreason.model.golden.kvmu.GoldenKvmu`; that a token reaches the decoder exactly when
+the selection rule (:func:`~heteroreason.model.golden.input_mux.select_source`) and the stream
 handshakes say it must, with its source, token id, logits flag and KV position; that a sample is
 squashed exactly when it is stale. Staleness is known twice, independently: the golden MUX counts
 samples in flight, and the testbench tags every sample with the number of flushes seen when its
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import cocotb
 
-from heteroreason.model.golden.input_mux import InputMux, Selection, select_source
-from heteroreason.model.golden.kvmu import Error, Kvmu, Mode, Op, Source
+from heteroreason.model.golden.input_mux import GoldenInputMux, Selection, select_source
+from heteroreason.model.golden.kvmu import Error, GoldenKvmu, Mode, Op, Source
 from heteroreason.rtl.input_mux import SampledTokenLayout
 from heteroreason.rtl.kv_frontend import DecoderTokenLayout, HostMessageLayout
 from heteroreason.rtl.kvmu import SpanLayout
@@ -49,8 +49,8 @@ class FrontEndTB(TbBase):
         self.rng = rng
         self.step_end_prob = step_end_prob
         self.max_latency = max_latency
-        self.golden = Kvmu(capacity=self.capacity)
-        self.mux = InputMux(max_in_flight=param("max_in_flight"))
+        self.golden = GoldenKvmu(capacity=self.capacity)
+        self.mux = GoldenInputMux(max_in_flight=param("max_in_flight"))
         self.epoch = 0  # flushes so far: the ground truth of staleness
         self.host = StreamSource(dut, "host", HostMessageLayout(self.token_width, self.capacity),
                                  rng=rng, idle=idle)

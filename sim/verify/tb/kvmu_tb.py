@@ -1,5 +1,5 @@
 """cocotb testbench of the KVMU against the golden model
-:class:`heteroreason.model.golden.kvmu.Kvmu`.
+:class:`heteroreason.model.golden.kvmu.GoldenKvmu`.
 
 Every cycle the RTL's registers are compared with the golden model, every transfer on ``cmd``
 and ``alloc`` is applied to the model, ``write_pos``/``attn_len``/``flush`` are checked in the
@@ -15,7 +15,7 @@ from collections import Counter, deque
 
 import cocotb
 
-from heteroreason.model.golden.kvmu import Error, Kvmu, KvmuState, Mode, Op, Source
+from heteroreason.model.golden.kvmu import Error, GoldenKvmu, KvmuState, Mode, Op, Source
 from heteroreason.rtl.kvmu import AllocLayout, CommandLayout, SpanLayout
 from heteroreason.sim.verify.tb.common import TbBase, param, seeded_rng, stimulus
 from heteroreason.sim.verify.tb.streams import StreamSink, StreamSource
@@ -27,7 +27,7 @@ class KvmuTB(TbBase):
         super().__init__(dut, seed=seed, name=name)
         self.capacity = param("capacity")
         self.rng = rng
-        self.golden = Kvmu(capacity=self.capacity)
+        self.golden = GoldenKvmu(capacity=self.capacity)
         self.cmd = StreamSource(dut, "cmd", CommandLayout(self.capacity), rng=rng, idle=idle)
         self.alloc = StreamSource(dut, "alloc", AllocLayout, rng=rng, idle=idle)
         self.submit = StreamSink(dut, "submit", SpanLayout(self.capacity), rng=rng,

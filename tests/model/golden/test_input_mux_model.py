@@ -2,7 +2,7 @@
 
 import pytest
 
-from heteroreason.model.golden.input_mux import InputMux, Selection, select_source
+from heteroreason.model.golden.input_mux import GoldenInputMux, Selection, select_source
 from heteroreason.model.golden.kvmu import Mode
 
 
@@ -19,7 +19,7 @@ def test_selection_rule(mode, stalled, expected):
 
 
 def test_flush_makes_every_sample_in_flight_stale():
-    mux = InputMux(max_in_flight=4)
+    mux = GoldenInputMux(max_in_flight=4)
     mux.admit(keep_logits=True)
     mux.admit(keep_logits=False)
     mux.admit(keep_logits=True)
@@ -31,7 +31,7 @@ def test_flush_makes_every_sample_in_flight_stale():
 
 
 def test_limits_and_misuse():
-    mux = InputMux(max_in_flight=1)
+    mux = GoldenInputMux(max_in_flight=1)
     mux.admit(keep_logits=True)
     assert not mux.can_admit_kept()
     with pytest.raises(AssertionError, match=r"^admitted a kept token with 1 samples already in "
@@ -42,4 +42,4 @@ def test_limits_and_misuse():
                                              r"flight$"):
         mux.take_sample()
     with pytest.raises(ValueError, match=r"^max_in_flight must be a positive integer, not 0$"):
-        InputMux(max_in_flight=0)
+        GoldenInputMux(max_in_flight=0)

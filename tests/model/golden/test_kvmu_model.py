@@ -4,18 +4,18 @@ import re
 
 import pytest
 
-from heteroreason.model.golden.kvmu import Error, Kvmu, KvmuState, Mode, Op, Source
+from heteroreason.model.golden.kvmu import Error, GoldenKvmu, KvmuState, Mode, Op, Source
 
 
 def drafting(pos=10, capacity=64):
-    kvmu = Kvmu(capacity=capacity)
+    kvmu = GoldenKvmu(capacity=capacity)
     kvmu.init(pos)
     kvmu.host_token(last=True)
     return kvmu
 
 
 def test_reset_state():
-    assert Kvmu(capacity=8).state() == KvmuState(0, 0, 0, Mode.INITIALIZATION, False, False,
+    assert GoldenKvmu(capacity=8).state() == KvmuState(0, 0, 0, Mode.INITIALIZATION, False, False,
                                                  Error.NONE)
 
 
@@ -23,11 +23,11 @@ def test_reset_state():
 def test_bad_capacity(capacity):
     with pytest.raises(ValueError, match=rf"^capacity must be a positive integer, not "
                                          rf"{re.escape(repr(capacity))}$"):
-        Kvmu(capacity=capacity)
+        GoldenKvmu(capacity=capacity)
 
 
 def test_init_and_host_tokens():
-    kvmu = Kvmu(capacity=64)
+    kvmu = GoldenKvmu(capacity=64)
     assert kvmu.init(5).flushed
     assert kvmu.host_token(last=False).write_pos == 5
     assert kvmu.state() == KvmuState(5, 5, 6, Mode.INITIALIZATION, False, False, Error.NONE)
@@ -90,7 +90,7 @@ def test_illegal_events_change_nothing(make, code):
 
 
 def test_draft_outside_speculation_and_while_stalled_and_at_capacity():
-    kvmu = Kvmu(capacity=4)
+    kvmu = GoldenKvmu(capacity=4)
     assert kvmu.draft_token(step_end=False).error == Error.DRAFT_TOKEN_OUTSIDE_SPECULATION
     kvmu.clear_error()
     kvmu.init(1)
@@ -106,7 +106,7 @@ def test_draft_outside_speculation_and_while_stalled_and_at_capacity():
 
 
 def test_error_is_sticky_first_wins_until_clear():
-    kvmu = Kvmu(capacity=8)
+    kvmu = GoldenKvmu(capacity=8)
     kvmu.accept()
     kvmu.reject()
     assert kvmu.error == Error.ACCEPT_WITHOUT_PENDING
@@ -115,13 +115,13 @@ def test_error_is_sticky_first_wins_until_clear():
 
 
 def test_error_precedence_mode_before_capacity():
-    kvmu = Kvmu(capacity=2)
+    kvmu = GoldenKvmu(capacity=2)
     kvmu.init(2)
     assert kvmu.token(Source.DRAFT, step_end=True).error == Error.DRAFT_TOKEN_OUTSIDE_SPECULATION
 
 
 def test_init_at_capacity_is_legal_and_init_negative_is_a_caller_bug():
-    kvmu = Kvmu(capacity=8)
+    kvmu = GoldenKvmu(capacity=8)
     assert kvmu.init(8).error == Error.NONE
     with pytest.raises(ValueError, match=r"^pos must be a non-negative integer, not -1$"):
         kvmu.init(-1)

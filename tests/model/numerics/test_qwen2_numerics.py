@@ -14,7 +14,7 @@ from heteroreason.model.numerics.qwen2_int8 import (
     RSQRT,
     SIN,
     IntDecoder,
-    calibrate,
+    activation_scales,
     quant_multiplier,
     quantize,
     rshift_round,
@@ -32,7 +32,7 @@ def cosine(a, b):
 def pair(request):
     config = qwen2_config(request.param)
     weights = random_weights(config, seed=1)
-    model = quantize(weights, calibrate(weights, seed=101))
+    model = quantize(weights, activation_scales(weights, seed=101))
     return config, weights, model
 
 

@@ -6,7 +6,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.golden.input_mux import InputMux, Selection, select_source
+from heteroreason.model.golden.input_mux import GoldenInputMux, Selection, select_source
 from heteroreason.model.golden.kvmu import Mode, Source
 from heteroreason.rtl.input_mux import InputMux as InputMuxRtl
 
@@ -25,7 +25,7 @@ def test_parameters_are_validated(kwargs, message):
 def test_random_traffic_matches_golden(seed):
     rng = random.Random(seed)
     dut = InputMuxRtl(token_width=8, max_in_flight=3)
-    golden = InputMux(max_in_flight=3)
+    golden = GoldenInputMux(max_in_flight=3)
     seen = {"host": 0, "draft": 0, "squash": 0, "flush": 0}
 
     async def bench(ctx):

@@ -7,7 +7,7 @@ import re
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.golden.kvmu import Error, Kvmu, KvmuState, Mode, Op, Source
+from heteroreason.model.golden.kvmu import Error, GoldenKvmu, KvmuState, Mode, Op, Source
 from heteroreason.rtl.kvmu import Kvmu as KvmuRtl
 
 
@@ -31,7 +31,7 @@ def test_random_events_match_golden(seed):
     capacity = 24
     rng = random.Random(seed)
     dut = KvmuRtl(capacity=capacity)
-    golden = Kvmu(capacity=capacity)
+    golden = GoldenKvmu(capacity=capacity)
     stats = {"events": 0, "submits": 0}
 
     async def bench(ctx):

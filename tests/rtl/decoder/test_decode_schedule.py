@@ -5,14 +5,14 @@ import pytest
 
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.numerics.qwen2_float import random_weights
-from heteroreason.model.numerics.qwen2_int8 import calibrate, quantize
+from heteroreason.model.numerics.qwen2_int8 import activation_scales, quantize
 from heteroreason.rtl.decoder.decode_schedule import decode_schedule
 
 
 @pytest.fixture(scope="module")
 def model():
     weights = random_weights(qwen2_config("test-tiny"), seed=1)
-    return quantize(weights, calibrate(weights, seed=2, sequences=1, length=32))
+    return quantize(weights, activation_scales(weights, seed=2, sequences=1, length=32))
 
 
 @pytest.mark.parametrize("lanes", [8, 16])

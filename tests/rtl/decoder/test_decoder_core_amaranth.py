@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.numerics.qwen2_float import random_weights
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder, calibrate, quantize
+from heteroreason.model.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
 from heteroreason.rtl.decoder.core import DecoderCore
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.sim.verify.hbm_model import hbm_processes
@@ -67,7 +67,7 @@ def run_core(model, lanes, stall, schedule, *, seed, latency=0, **options):
 @pytest.fixture(scope="module")
 def tiny_model():
     weights = random_weights(qwen2_config("test-tiny"), seed=1)
-    return quantize(weights, calibrate(weights, seed=2, sequences=1, length=32))
+    return quantize(weights, activation_scales(weights, seed=2, sequences=1, length=32))
 
 
 def greedy_continuation(model, prompt, count):

@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.numerics.qwen2_float import random_weights
-from heteroreason.model.numerics.qwen2_int8 import calibrate, int_rope, quantize
+from heteroreason.model.numerics.qwen2_int8 import activation_scales, int_rope, quantize
 from heteroreason.rtl.decoder.rope import Rope
 
 
@@ -17,7 +17,7 @@ from heteroreason.rtl.decoder.rope import Rope
 def test_heads_at_random_positions(width):
     config = qwen2_config("test-tiny")
     weights = random_weights(config, seed=1)
-    model = quantize(weights, calibrate(weights, seed=2, sequences=1, length=16))
+    model = quantize(weights, activation_scales(weights, seed=2, sequences=1, length=16))
     hd = config.head_dim
     rng = np.random.default_rng(6)
     gaps = random.Random(6)

@@ -6,14 +6,14 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.numerics.qwen2_float import random_weights
-from heteroreason.model.numerics.qwen2_int8 import calibrate, quantize, requant
+from heteroreason.model.numerics.qwen2_int8 import activation_scales, quantize, requant
 from heteroreason.rtl.decoder.swiglu import SwiGlu
 
 
 def test_every_gate_value_against_the_reference():
     config = qwen2_config("test-tiny")
     weights = random_weights(config, seed=3)
-    layer = quantize(weights, calibrate(weights, seed=4, sequences=1, length=32)).layers[1]
+    layer = quantize(weights, activation_scales(weights, seed=4, sequences=1, length=32)).layers[1]
     rng = np.random.default_rng(5)
     gate = np.concatenate([np.arange(-128, 128), rng.integers(-128, 128, 500)])
     up = rng.integers(-128, 128, gate.size)
