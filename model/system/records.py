@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from heteroreason.model.system.config import Mode, SystemConfig
 from heteroreason.model.system.event_loop import Priority
@@ -51,10 +52,9 @@ class JobKind(str, enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True)
-class Job:
+class Job(NamedTuple):
     """Work waiting for a resource; ``done(*args)`` runs when it finishes, unless a backtrack
-    (a new ``epoch``) made it stale."""
+    (a new ``epoch``) made it stale. (A named tuple: the replay makes one per activity.)"""
 
     kind: JobKind
     duration_ms: float
@@ -66,7 +66,7 @@ class Job:
     epoch: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """A job as it runs; a cancelled one is cut short (``end_ms``, ``tokens`` pro rata)."""
 
