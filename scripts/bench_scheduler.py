@@ -22,8 +22,10 @@ from heteroreason.model.workload.traces import RSD_POLICY
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="config1", choices=list(CONFIGS))
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="a non-negative integer (default 1)")
     args = parser.parse_args(argv)
+    if args.seed < 0:
+        parser.error(f"--seed must be a non-negative integer, not {args.seed}")
     config = system_config(args.config)
     brsd = [t for p in PROFILES.values() for t in generate_traces(p, seed=args.seed)]
     rsd = [t for p in PROFILES.values()

@@ -40,8 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="qwen2.5-0.5b", choices=sorted(PRESETS))
     parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
     parser.add_argument("--contexts", type=int, nargs="+", default=[0, 512, 1024, 2048, 4095])
-    parser.add_argument("--out", type=Path, default=Path("build/predict_fpga.png"))
+    parser.add_argument("--out", type=Path, default=Path("build/predict_fpga.png"),
+                        help="the plot, a .png file (default build/predict_fpga.png)")
     args = parser.parse_args(argv)
+    if args.out.suffix != ".png" or args.out.is_dir():
+        parser.error(f"--out must name a .png file, not {str(args.out)!r}")
     config = qwen2_config(args.model)
     bad = [c for c in args.contexts if not 0 <= c < config.max_context]
     if bad:

@@ -113,6 +113,9 @@ class ControllerConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{key} must be a non-negative integer, not {value!r}")
+        for key in ("max_step_tokens", "max_total_tokens", "max_steps"):
+            if getattr(self, key) == 0:  # a trace needs a step of at least one token
+                raise ValueError(f"{key} must be at least 1, not 0")
 
     @property
     def policy(self) -> Policy:

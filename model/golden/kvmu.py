@@ -165,7 +165,7 @@ class GoldenKvmu:
     # host commands
 
     def init(self, pos: int) -> Outcome:
-        if pos < 0:
+        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
             raise ValueError(f"pos must be a non-negative integer, not {pos!r}")
         if pos > self.capacity:
             return self._fail(Error.INIT_BEYOND_CAPACITY)
@@ -217,6 +217,8 @@ class GoldenKvmu:
     # tokens processed by the decoder
 
     def host_token(self, *, last: bool) -> Outcome:
+        if not isinstance(last, bool):
+            raise ValueError(f"last must be a bool, not {last!r}")
         if not self.mode.takes_host_tokens:
             return self._fail(Error.HOST_TOKEN_IN_SPECULATION)
         if self.ahead == self.capacity:
@@ -230,6 +232,8 @@ class GoldenKvmu:
         return Outcome(write_pos=pos)
 
     def draft_token(self, *, step_end: bool) -> Outcome:
+        if not isinstance(step_end, bool):
+            raise ValueError(f"step_end must be a bool, not {step_end!r}")
         if self.mode.takes_host_tokens:
             return self._fail(Error.DRAFT_TOKEN_OUTSIDE_SPECULATION)
         if self.stalled:

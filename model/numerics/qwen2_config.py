@@ -54,6 +54,9 @@ class Qwen2Config:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{self.name}: {key} must be a positive integer, not {value!r}")
+        if not isinstance(self.tied_embeddings, bool):
+            raise ValueError(f"{self.name}: tied_embeddings must be a bool, not "
+                             f"{self.tied_embeddings!r}")
         if self.hidden % self.heads:
             raise ValueError(f"{self.name}: heads ({self.heads}) must divide hidden "
                              f"({self.hidden})")

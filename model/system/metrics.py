@@ -20,6 +20,7 @@ Hidden latency: busy time of all resources minus the latency (work that overlapp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -119,8 +120,18 @@ class DatasetMetrics:
                 f"{100 * u['draft']:.0f}", f"{100 * u['prm']:.0f}", f"{100 * u['target']:.0f}"]
 
 
+def _per(total: float, count: float) -> float:
+    """``total / count``; per-token figures of a set with no such token are infinite (energy
+    spent on nothing kept), or 0 when nothing was spent either."""
+    if count:
+        return total / count
+    return math.inf if total else 0.0
+
+
 def dataset_metrics(metrics: Sequence[ProblemMetrics]) -> DatasetMetrics:
-    """Aggregates over complete replays only (callers never pass partial ones)."""
+    """Aggregates over complete replays only (callers never pass partial ones). A set whose
+    chains all end empty (a legal result: every kept step undone by a backtrack) has goodput 0
+    and infinite energy per output token."""
     if not metrics:
         raise ValueError("no replayed problems to aggregate")
     n = len(metrics)
@@ -134,14 +145,14 @@ def dataset_metrics(metrics: Sequence[ProblemMetrics]) -> DatasetMetrics:
         latency_s=latency / n / 1e3,
         goodput_tokens_s=1e3 * output / latency,
         throughput_tokens_s=1e3 * drafted / latency,
-        j_per_token_system=sum(m.energy_system_j for m in metrics) / drafted,
-        j_per_output_token_device=energy_device / output,
+        j_per_token_system=_per(sum(m.energy_system_j for m in metrics), drafted),
+        j_per_output_token_device=_per(energy_device, output),
         stall_share=sum(m.stall_ms for m in metrics) / latency,
-        stalled_step_share=sum(m.stalled_steps for m in metrics) / steps,
+        stalled_step_share=_per(sum(m.stalled_steps for m in metrics), steps),
         comm_share=sum(m.busy_ms["link"] for m in metrics) / latency,
         wasted_draft_tokens=sum(m.wasted_draft_tokens for m in metrics) / n,
         wasted_target_tokens=sum(m.wasted_target_tokens for m in metrics) / n,
-        wasted_energy_share=sum(m.wasted_energy_j for m in metrics) / energy_device,
+        wasted_energy_share=_per(sum(m.wasted_energy_j for m in metrics), energy_device),
         hidden_s=sum(m.hidden_ms for m in metrics) / n / 1e3,
         utilization={r: sum(m.busy_ms[r] for m in metrics) / latency
                      for r in ("draft", "prm", "target")},

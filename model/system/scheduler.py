@@ -34,7 +34,7 @@ from heteroreason.model.system.records import (
 )
 from heteroreason.model.system.replay import ScheduleError
 from heteroreason.model.system.sequential import SequentialReplay
-from heteroreason.model.workload.traces import ProblemTrace
+from heteroreason.model.workload.traces import ProblemTrace, check_trace
 
 __all__ = ["PREFETCH_LIMIT_TOKENS", "RESOURCES", "Interval", "ProblemRun", "Resource",
            "ScheduleError", "check_timeline", "simulate_problem"]
@@ -43,7 +43,10 @@ _EPS = 1e-9
 
 
 def simulate_problem(trace: ProblemTrace, config: SystemConfig, mode: Mode) -> ProblemRun:
-    """Replay one problem; raises :class:`ScheduleError` if the mode cannot replay it."""
+    """Replay one problem; raises :class:`ScheduleError` if the mode cannot replay it and
+    :class:`~heteroreason.model.workload.traces.TraceError` if the trace is not one the loader
+    would accept."""
+    check_trace(trace)
     if not mode.backtracking and trace.backtracks:
         raise ScheduleError(f"problem {trace.problem_id} ({trace.dataset}) has "
                             f"{trace.backtracks} backtrack(s): mode {mode.value} replays "

@@ -19,6 +19,7 @@ FPGA draft of the artifact's simulator (``fpga/artifact-u280``, ``fpga/artifact-
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from heteroreason.model.numerics.qwen2_config import qwen2_config
@@ -43,11 +44,15 @@ class LlmTiming:
         for key in ("decode_ms_per_token", "decode_ms_per_kv_token", "decode_call_ms",
                     "prefill_ms_per_token", "prefill_call_ms"):
             value = getattr(self, key)
-            if not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"{self.name}: {key} must be a non-negative number, "
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    not math.isfinite(value) or value < 0:
+                raise ValueError(f"{self.name}: {key} must be a finite non-negative number, "
                                  f"not {value!r}")
-        if self.ingest_ms_per_token is not None and self.ingest_ms_per_token < 0:
-            raise ValueError(f"{self.name}: ingest_ms_per_token must not be negative")
+        ingest = self.ingest_ms_per_token
+        if ingest is not None and (isinstance(ingest, bool) or not isinstance(ingest, int | float)
+                                   or not math.isfinite(ingest) or ingest < 0):
+            raise ValueError(f"{self.name}: ingest_ms_per_token must be a finite non-negative "
+                             f"number or None, not {ingest!r}")
 
     def prefill_ms(self, tokens: int) -> float:
         _check_count("tokens", tokens)

@@ -14,6 +14,7 @@ GPU presets are here; an FPGA board's power is the board's
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 __all__ = ["DEVICE_POWER", "DevicePower", "device_energy_j", "power"]
@@ -27,8 +28,12 @@ class DevicePower:
     source: str = ""
 
     def __post_init__(self):
-        if self.active_w < 0 or self.idle_w < 0:
-            raise ValueError(f"{self.name}: power must not be negative")
+        for key in ("active_w", "idle_w"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    not math.isfinite(value) or value < 0:
+                raise ValueError(f"{self.name}: {key} must be a finite non-negative number, "
+                                 f"not {value!r}")
 
 
 DEVICE_POWER: dict[str, DevicePower] = {p.name: p for p in (

@@ -39,8 +39,9 @@ from __future__ import annotations
 import enum
 import json
 import math
+import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "ProblemTrace",
     "StepEvent",
     "TraceError",
+    "check_trace",
     "dump_traces",
     "load_traces",
     "parse_trace",
@@ -315,7 +317,8 @@ def parse_trace(obj, where: str) -> ProblemTrace:
         else:
             chain += 1
         steps.append(step)
-    return ProblemTrace(dataset, str(problem_id), prompt, tuple(steps), correct, policy)
+    return _parsed(ProblemTrace(dataset, str(problem_id), prompt, tuple(steps), correct,
+                                policy))
 
 
 def read_json_lines(path: Path | str) -> Iterator[tuple[str, object]]:
@@ -335,6 +338,39 @@ def read_json_lines(path: Path | str) -> Iterator[tuple[str, object]]:
         except json.JSONDecodeError as exc:
             raise TraceError(where, None, f"is not valid JSON: {exc.msg} at column {exc.colno}"
                              ) from None
+
+
+# the traces parse_trace made (by id, weakly): check_trace need not check them again
+_PARSED: dict[int, weakref.ref] = {}
+
+
+def _parsed(trace: ProblemTrace) -> ProblemTrace:
+    key = id(trace)
+    _PARSED[key] = weakref.ref(trace, lambda _, key=key: _PARSED.pop(key, None))
+    return trace
+
+
+def check_trace(trace: ProblemTrace) -> ProblemTrace:
+    """The loader's checks on a trace built in Python (what :func:`load_traces` would accept);
+    raises :class:`TraceError` naming the problem, step and field. A trace the loader made
+    passes at once."""
+    if not isinstance(trace, ProblemTrace):
+        raise TypeError(f"expected a ProblemTrace, not {type(trace).__name__}")
+    ref = _PARSED.get(id(trace))
+    if ref is not None and ref() is trace:
+        return trace
+    where = f"problem {trace.problem_id!r} ({trace.dataset})"
+    if not isinstance(trace.steps, tuple | list) or \
+            not all(isinstance(s, StepEvent) for s in trace.steps):
+        raise TraceError(where, "steps", "must be a sequence of StepEvent")
+    parsed = parse_trace(trace_to_json(trace), where)
+    for i, (got, want) in enumerate(zip(trace.steps, parsed.steps, strict=True)):
+        for f in fields(StepEvent):
+            if getattr(got, f.name) != getattr(want, f.name):
+                raise TraceError(f"{where}: steps[{i}]", f.name,
+                                 f"is not used by {got.outcome.value} steps",
+                                 getattr(got, f.name))
+    return trace
 
 
 def load_traces(path: Path | str) -> list[ProblemTrace]:

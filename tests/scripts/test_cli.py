@@ -143,3 +143,30 @@ def test_predict_fpga_prints_the_projection(tmp_path):
     assert out.stat().st_size > 10_000
     proc = run("predict_fpga.py", "--contexts", "99999", "--out", out)
     assert proc.returncode == 2 and "--contexts must be in [0, 32768)" in proc.stderr
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("bench_scheduler.py", ["--seed", "-1"], "--seed must be a non-negative integer, not -1"),
+    ("predict_fpga.py", ["--out", "{tmp}"], "--out must name a .png file, not '{tmp}'"),
+    ("predict_fpga.py", ["--out", "{tmp}/plot.svg"],
+     "--out must name a .png file, not '{tmp}/plot.svg'"),
+])
+def test_bad_arguments_exit_2_before_any_work(tmp_path, script, args, message):
+    proc = run(script, *(a.format(tmp=tmp_path) for a in args))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith(f"error: {message.format(tmp=tmp_path)}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_chain_that_ends_empty_reproduces(tmp_path):
+    """A valid trace whose final chain is empty: the reproduction runs and reports it."""
+    trace = ('{"dataset": "toy", "problem_id": "0", "prompt_tokens": 100, "steps": ['
+             '{"outcome": "accept", "draft_tokens": 10}, {"outcome": "backtrack", '
+             '"draft_tokens": 6, "target_tokens": 4, "backtrack_steps": 1, '
+             '"regenerated_tokens": 0}]}\n')
+    (tmp_path / "toy.jsonl").write_text(trace)
+    assert run("traces.py", "validate", tmp_path / "toy.jsonl").returncode == 0
+    proc = run("reproduce.py", "--traces", tmp_path / "toy.jsonl", "--configs", "config1",
+               "--no-plots", "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert "inf" in (tmp_path / "out" / "reproduction.csv").read_text()

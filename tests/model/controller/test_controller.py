@@ -123,6 +123,9 @@ def test_bad_configuration():
         config(accept_threshold=1.2)
     with pytest.raises(ValueError, match=r"^max_steps must be a non-negative integer, not -1$"):
         config(max_steps=-1)
+    for key in ("max_step_tokens", "max_total_tokens", "max_steps"):
+        with pytest.raises(ValueError, match=rf"^{key} must be at least 1, not 0$"):
+            config(**{key: 0})
     with pytest.raises(ValueError, match=r"^the prompt must hold at least one token$"):
         run_problem([], draft=None, target=None, prm=None, config=config(), dataset="t",
                     problem_id="0")

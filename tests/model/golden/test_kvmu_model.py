@@ -125,3 +125,14 @@ def test_init_at_capacity_is_legal_and_init_negative_is_a_caller_bug():
     assert kvmu.init(8).error == Error.NONE
     with pytest.raises(ValueError, match=r"^pos must be a non-negative integer, not -1$"):
         kvmu.init(-1)
+
+
+def test_event_arguments_of_the_wrong_type_are_caller_bugs():
+    kvmu = GoldenKvmu(capacity=8)
+    with pytest.raises(ValueError, match=r"^pos must be a non-negative integer, not 2\.5$"):
+        kvmu.init(2.5)
+    with pytest.raises(ValueError, match=r"^last must be a bool, not 'no'$"):
+        kvmu.host_token(last="no")
+    with pytest.raises(ValueError, match=r"^step_end must be a bool, not 1$"):
+        kvmu.draft_token(step_end=1)
+    assert kvmu.state() == GoldenKvmu(capacity=8).state(), "a refused call changes nothing"

@@ -210,3 +210,8 @@ def test_tables():
     assert RSQRT[64] == 2**20 and RSQRT[255] == round(2**23 / 255**0.5)
     assert COS[0] == 2**14 and SIN[256] == 2**14 and len(COS) == 1024
     assert EXP[0] == 2**15 and EXP[255] > 0 and all(np.diff(EXP) <= 0)
+
+
+def test_tied_embeddings_is_a_bool():
+    with pytest.raises(ValueError, match=r"^bad: tied_embeddings must be a bool, not 'no'$"):
+        Qwen2Config("bad", 64, 2, 4, 2, 16, 128, 256, "no")

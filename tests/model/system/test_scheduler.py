@@ -8,7 +8,7 @@ from heteroreason.model.system.config import Mode, system_config
 from heteroreason.model.system.scheduler import ScheduleError, check_timeline, simulate_problem
 from heteroreason.model.system.simulate import chrome_trace, simulate, timeline_json
 from heteroreason.model.workload.trace_synth import PROFILES, generate_traces
-from heteroreason.model.workload.traces import RSD_POLICY, ProblemTrace, StepEvent
+from heteroreason.model.workload.traces import RSD_POLICY, ProblemTrace, StepEvent, TraceError
 
 CFG = system_config("config1")
 
@@ -146,3 +146,30 @@ def test_timeline_exports():
     assert len(spans) == len(run.intervals)
     assert {e["tid"] for e in spans} <= {1, 2, 3, 4}
     assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(1e3 * run.latency_ms)
+
+
+def test_a_chain_that_ends_empty_replays_with_defined_metrics():
+    """An accepted step undone by a one-step backtrack that regenerates nothing: a valid trace
+    whose final chain is empty."""
+    tr = trace(StepEvent("accept", 10), StepEvent("backtrack", 6, 4, backtrack_steps=1))
+    assert tr.output_tokens == 0
+    for mode in (Mode.BASELINE, Mode.T2, Mode.HETEROREASON):
+        result = simulate([tr], CFG, mode)
+        s = result.summary
+        assert result.runs[0].output_tokens == 0 and s.goodput_tokens_s == 0.0
+        assert s.j_per_output_token_device == float("inf") and s.latency_s > 0
+
+
+@pytest.mark.parametrize("step, message", [
+    (StepEvent("accept", 10, backtrack_steps=2),
+     r"^problem '0' \(toy\): steps\[1\]: field 'backtrack_steps': is not used by accept steps "
+     r"\(got 2\)$"),
+    (StepEvent("rescue", 10, 0),
+     r"^problem '0' \(toy\): steps\[1\]: field 'target_tokens': a rescue has at least one "
+     r"target token \(got 0\)$"),
+    (StepEvent("accept", -3),
+     r"^problem '0' \(toy\): steps\[1\]: field 'draft_tokens': must be at least 0 \(got -3\)$"),
+])
+def test_hand_built_traces_are_checked_like_loaded_ones(step, message):
+    with pytest.raises(TraceError, match=message):
+        simulate_problem(trace(StepEvent("accept", 5), step), CFG, Mode.T2)

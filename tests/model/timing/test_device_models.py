@@ -1,5 +1,7 @@
 """Timing forms, presets, the profile fitter, rooflines, links and energy."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -24,9 +26,14 @@ def test_decode_sums_the_per_token_cost():
     assert t.with_(ingest_ms_per_token=1.0).ingest_ms(2, 0) == pytest.approx(2.0 + 0.03)
     with pytest.raises(ValueError, match=r"^tokens must be a non-negative integer, not -1$"):
         t.decode_ms(-1, 0)
-    with pytest.raises(ValueError, match=r"^bad: decode_ms_per_token must be a non-negative "
-                                         r"number, not -1\.0$"):
-        LlmTiming("bad", "m", "d", decode_ms_per_token=-1.0)
+    for value in (-1.0, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match=rf"^bad: decode_ms_per_token must be a finite "
+                                             rf"non-negative number, not "
+                                             rf"{re.escape(repr(value))}$"):
+            LlmTiming("bad", "m", "d", decode_ms_per_token=value)
+    with pytest.raises(ValueError, match=r"^bad: ingest_ms_per_token must be a finite "
+                                         r"non-negative number or None, not nan$"):
+        LlmTiming("bad", "m", "d", decode_ms_per_token=1.0, ingest_ms_per_token=float("nan"))
 
 
 def test_presets_reproduce_the_artifact_figures():
@@ -137,8 +144,12 @@ def test_energy():
     assert device_energy_j(gpu7b, busy_ms=1000, total_ms=3000) == pytest.approx(349 + 350)
     with pytest.raises(ValueError, match=r"^busy time 10 ms exceeds the total 5 ms$"):
         device_energy_j(gpu7b, busy_ms=10, total_ms=5)
-    with pytest.raises(ValueError, match=r"^bad: power must not be negative$"):
+    with pytest.raises(ValueError, match=r"^bad: active_w must be a finite non-negative number, "
+                                         r"not -1\.0$"):
         DevicePower("bad", -1.0, 0.0)
+    with pytest.raises(ValueError, match=r"^bad: idle_w must be a finite non-negative number, "
+                                         r"not inf$"):
+        DevicePower("bad", 1.0, float("inf"))
     with pytest.raises(KeyError, match=r"^\"unknown device power preset 'a100'; choose one of "
                                        r"rtx3090-7b, rtx3090-1\.5b, rtx3090-0\.5b\"$"):
         power("a100")
