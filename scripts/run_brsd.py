@@ -26,6 +26,7 @@ from heteroreason.model.controller.brsd import (
     run_problems,
 )
 from heteroreason.model.experiments.report import format_table
+from heteroreason.model.files import output_problem
 from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
 from heteroreason.model.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.count < 1 or args.max_step_tokens < 1 or args.max_steps < 1 or args.seed < 0:
         parser.error("--count, --max-step-tokens and --max-steps must be positive, --seed "
                      "non-negative")
+    problem = output_problem(args.out, folder=False)
+    if problem:
+        parser.error(f"--out: {problem}")
     config = qwen2_config(args.preset)
     try:
         if args.prompts is not None:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from heteroreason.model.experiments.report import format_table
+from heteroreason.model.files import output_problem
 from heteroreason.model.workload.trace_import import import_artifact_file, import_token_log
 from heteroreason.model.workload.trace_synth import (
     PROFILES,
@@ -148,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seed must be a non-negative integer, not {args.seed}")
     if getattr(args, "prompt_tokens", None) is not None and args.prompt_tokens < 1:
         parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
+    if getattr(args, "out", None) is not None:
+        folder = args.command == "generate" and args.dataset == "all"
+        problem = output_problem(args.out, folder=folder)
+        if problem:
+            parser.error(f"--out: {problem}")
     handler = {"generate": cmd_generate, "stats": cmd_stats, "import": cmd_import,
                "validate": cmd_validate}[args.command]
     try:

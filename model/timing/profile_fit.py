@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from heteroreason.model.files import InputError, read_text
+
 __all__ = ["COMPONENTS", "ComponentFit", "ProfileError", "fit_profile", "read_profile"]
 
 COMPONENTS = {
@@ -62,31 +64,30 @@ def read_profile(path: Path | str) -> dict[str, np.ndarray]:
     """The columns the fit needs, as float arrays; errors name file, line and column."""
     path = Path(path)
     try:
-        handle = path.open(newline="")
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot be read: {exc.strerror}") from None
-    with handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames is None:
-            raise ProfileError(f"{path}: is empty (no header line)")
-        missing = [c for c in REQUIRED if c not in reader.fieldnames]
-        if missing:
-            raise ProfileError(f"{path}: missing column(s) {', '.join(missing)}; "
-                               f"the header has {', '.join(reader.fieldnames)}")
-        columns: dict[str, list[float]] = {c: [] for c in REQUIRED}
-        for row in reader:
-            line = reader.line_num
-            for c in REQUIRED:
-                text = row.get(c)
-                try:
-                    value = float(text)
-                except (TypeError, ValueError):
-                    raise ProfileError(f"{path}:{line}: column '{c}' must be a number, "
-                                       f"not {text!r}") from None
-                if not np.isfinite(value) or value < 0:
-                    raise ProfileError(f"{path}:{line}: column '{c}' must be a finite "
-                                       f"non-negative number, not {text!r}")
-                columns[c].append(value)
+        text = read_text(path)
+    except InputError as exc:
+        raise ProfileError(str(exc)) from None
+    reader = csv.DictReader(text.splitlines(keepends=True))
+    if reader.fieldnames is None:
+        raise ProfileError(f"{path}: is empty (no header line)")
+    missing = [c for c in REQUIRED if c not in reader.fieldnames]
+    if missing:
+        raise ProfileError(f"{path}: missing column(s) {', '.join(missing)}; "
+                           f"the header has {', '.join(reader.fieldnames)}")
+    columns: dict[str, list[float]] = {c: [] for c in REQUIRED}
+    for row in reader:
+        line = reader.line_num
+        for c in REQUIRED:
+            cell = row.get(c)
+            try:
+                value = float(cell)
+            except (TypeError, ValueError):
+                raise ProfileError(f"{path}:{line}: column '{c}' must be a number, "
+                                   f"not {cell!r}") from None
+            if not np.isfinite(value) or value < 0:
+                raise ProfileError(f"{path}:{line}: column '{c}' must be a finite "
+                                   f"non-negative number, not {cell!r}")
+            columns[c].append(value)
     if not columns[REQUIRED[0]]:
         raise ProfileError(f"{path}: has a header but no rows")
     return {c: np.asarray(v) for c, v in columns.items()}

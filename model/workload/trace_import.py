@@ -17,9 +17,9 @@ Token logs (JSONL with ``step_attempts``)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from heteroreason.model.files import InputError, loads_json, read_text
 from heteroreason.model.workload.traces import (
     BRSD_POLICY,
     Policy,
@@ -110,11 +110,9 @@ def import_artifact_file(path: Path | str, *, dataset: str | None = None,
     """Import one ``example_<N>.json``; the dataset defaults to its folder's name."""
     path = Path(path)
     try:
-        obj = json.loads(path.read_text())
-    except OSError as exc:
-        raise TraceError(str(path), None, f"cannot be read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{path}:{exc.lineno}", None, f"is not valid JSON: {exc.msg}") from None
+        obj = loads_json(read_text(path), str(path))
+    except InputError as exc:
+        raise TraceError(exc.where, None, exc.reason) from None
     return import_artifact_problem(obj, dataset=dataset or path.parent.name, where=str(path),
                                    prompt_tokens=prompt_tokens, policy=policy)
 

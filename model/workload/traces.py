@@ -44,6 +44,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from heteroreason.model.files import InputError, loads_json, read_text
+
 __all__ = [
     "BRSD_POLICY",
     "OUTCOMES",
@@ -326,18 +328,17 @@ def read_json_lines(path: Path | str) -> Iterator[tuple[str, object]]:
     being ``file:line``; unreadable files and bad JSON raise :class:`TraceError`."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise TraceError(str(path), None, f"cannot be read: {exc.strerror}") from None
+        text = read_text(path)
+    except InputError as exc:
+        raise TraceError(exc.where, None, exc.reason) from None
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         try:
-            yield where, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TraceError(where, None, f"is not valid JSON: {exc.msg} at column {exc.colno}"
-                             ) from None
+            yield where, loads_json(line, where)
+        except InputError as exc:
+            raise TraceError(exc.where, None, exc.reason) from None
 
 
 # the traces parse_trace made (by id, weakly): check_trace need not check them again

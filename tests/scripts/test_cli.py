@@ -170,3 +170,24 @@ def test_a_chain_that_ends_empty_reproduces(tmp_path):
                "--no-plots", "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     assert "inf" in (tmp_path / "out" / "reproduction.csv").read_text()
+
+
+@pytest.mark.parametrize("script, args, folder", [
+    ("traces.py", ["generate", "--dataset", "all", "--problems", "2", "--seed", "1"], True),
+    ("traces.py", ["generate", "--dataset", "gsm8k", "--problems", "2", "--seed", "1"], False),
+    ("reproduce.py", ["--no-plots"], True),
+    ("export_verilog.py", ["--top", "kvmu"], True),
+    ("run_brsd.py", [], False),
+])
+def test_output_paths_are_checked_before_any_work(tmp_path, script, args, folder):
+    taken = tmp_path / "taken"
+    if folder:
+        taken.write_text("a file where a folder goes")
+        message = f"--out: {taken} exists and is not a folder"
+    else:
+        taken.mkdir()
+        message = f"--out: {taken} is a folder, not a file"
+    proc = run(script, *args, "--out", taken)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().endswith(f"error: {message}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]

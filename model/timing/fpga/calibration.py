@@ -17,6 +17,7 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from heteroreason.model.files import InputError, loads_json, read_text
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.core_cycles import OVERHEADS, CoreTiming, Overheads
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -147,13 +148,14 @@ def save_calibration(calibration: Calibration, path: Path = CALIBRATION_FILE) ->
 def load_calibration(path: Path = CALIBRATION_FILE, *, check_rtl: bool = True) -> Calibration:
     """Read a calibration file; with ``check_rtl`` it must come from the installed RTL."""
     path = Path(path)
+    if not path.exists():
+        raise CalibrationError(f"{path}: no calibration file (run scripts/calibrate.py)")
     try:
-        obj = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CalibrationError(f"{path}: no calibration file (run scripts/calibrate.py)") \
-            from None
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(f"{path}: not valid JSON ({exc.msg})") from None
+        obj = loads_json(read_text(path), str(path))
+    except InputError as exc:
+        raise CalibrationError(str(exc)) from None
+    if not isinstance(obj, dict):
+        raise CalibrationError(f"{path}: must hold a JSON object, not {type(obj).__name__}")
     missing = [k for k in ("format", "rtl_hash", "rtl_revision", "overheads", "train",
                            "held_out") if k not in obj]
     if missing:

@@ -123,8 +123,9 @@ def test_calibration_file_checks(tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(CalibrationError, match=rf"^{re.escape(str(tmp_path))}/"
-                                               r"broken\.json: not valid JSON \(Expecting "
-                                               r"property name enclosed in double quotes\)$"):
+                                               r"broken\.json: is not valid JSON: Expecting "
+                                               r"property name enclosed in double quotes at "
+                                               r"column 2$"):
         load_calibration(broken)
 
 

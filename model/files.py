@@ -1,0 +1,80 @@
+"""The one way input files are read — UTF-8 text whose undecodable bytes are reported with the
+file, line and column, and JSON whose duplicate keys are an error (not the last one silently
+kept); each reader turns an :class:`InputError` into its own error type — and output paths are
+checked before any work (:func:`output_problem`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+__all__ = ["InputError", "loads_json", "output_problem", "read_text"]
+
+
+class InputError(ValueError):
+    """A file that cannot be read as text or JSON; ``where`` is ``file`` or ``file:line``."""
+
+    def __init__(self, where: str, reason: str):
+        self.where, self.reason = where, reason
+        super().__init__(f"{where}: {reason}")
+
+
+def read_text(path: Path | str) -> str:
+    """The file's text (UTF-8); unreadable files and undecodable bytes raise
+    :class:`InputError`."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot be read: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(f"{path}:{line}", f"is not UTF-8 text (byte 0x{data[exc.start]:02x} "
+                                           f"at column {column})") from None
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def loads_json(text: str, where: str):
+    """Decode JSON; syntax errors and duplicate keys raise :class:`InputError` at ``where``
+    (with the line when the text has several)."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        at = f"{where}:{exc.lineno}" if "\n" in text.strip() else where
+        raise InputError(at, f"is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except ValueError as exc:  # a duplicate key
+        raise InputError(where, f"is not valid JSON: {exc}") from None
+
+
+def output_problem(path: Path | str, *, folder: bool) -> str | None:
+    """Why ``path`` cannot take an output folder (``folder``) or file, or None when it can:
+    checked before a program starts its work, so that a minutes-long run never ends on an
+    unwritable path."""
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            return f"{path} exists and is not a folder"
+        parent = path
+    else:
+        if path.is_dir():
+            return f"{path} is a folder, not a file"
+        parent = path.parent
+    while not parent.exists():  # the folders that will be made
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    if not os.access(parent, os.W_OK):
+        return f"{parent} is not writable"
+    return None
