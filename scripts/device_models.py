@@ -11,6 +11,7 @@ Bad input exits with status 2 and a message naming the file, line and column.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -46,7 +47,12 @@ def cmd_presets(args) -> int:
 
 def cmd_fit(args) -> int:
     for path in args.files:
-        fits = fit_profile(read_profile(path), max_latency_ms=args.max_latency_ms)
+        try:
+            fits = fit_profile(read_profile(path), max_latency_ms=args.max_latency_ms)
+        except ProfileError as exc:
+            message = str(exc)
+            raise ProfileError(message if message.startswith(str(path)) else
+                               f"{path}: {message}") from None
         print(f"{path} (rows at or above {args.max_latency_ms:g} ms dropped)")
         print(format_table(ComponentFit.COLUMNS, [f.row() for f in fits]))
     return 0
@@ -76,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("roofline", help="measured coefficients against the GPU roofline")
     r.add_argument("--context", type=int, default=512)
     args = parser.parse_args(argv)
-    if getattr(args, "max_latency_ms", 1.0) <= 0:
-        parser.error(f"--max-latency-ms must be positive, not {args.max_latency_ms}")
+    limit = getattr(args, "max_latency_ms", 1.0)
+    if not math.isfinite(limit) or limit <= 0:
+        parser.error(f"--max-latency-ms must be a finite positive number, not {limit}")
     if getattr(args, "context", 0) < 0:
         parser.error(f"--context must be a non-negative integer, not {args.context}")
     handler = {"presets": cmd_presets, "fit": cmd_fit, "roofline": cmd_roofline}[args.command]

@@ -11,12 +11,18 @@ made. Per component the fitted form is
 over rows where the component ran, dropping rows at or above ``max_latency_ms`` (warm-up,
 pathological steps). The fit is robust (Huber loss by iteratively reweighted least squares,
 scale from the median absolute deviation), since plain least squares is dragged by the heavy
-tail; the plain fit is reported beside it.
+tail; the plain fit is reported beside it, with the standard errors of its two coefficients
+(``sigma^2 (X^T X)^-1``, ``sigma^2`` the residual variance over ``rows - 2``).
+
+A component is fitted only where its two coefficients can be told apart: at least three rows
+(one degree of freedom for the error) whose calls and tokens are not proportional. A profile in
+which no component can be fitted raises :class:`ProfileError` with each component's reason.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,15 +55,18 @@ class ComponentFit:
     lstsq_ms_per_token: float
     median_abs_pct_error: float
     mean_abs_error_ms: float
+    call_ms_stderr: float = 0.0  # of the plain fit's coefficients
+    ms_per_token_stderr: float = 0.0
 
     def row(self) -> list[str]:
         return [self.component, f"{self.call_ms:.2f}", f"{self.ms_per_token:.4f}",
-                f"{self.lstsq_call_ms:.2f}", f"{self.lstsq_ms_per_token:.4f}", str(self.rows),
+                f"{self.lstsq_call_ms:.2f} ± {self.call_ms_stderr:.2f}",
+                f"{self.lstsq_ms_per_token:.4f} ± {self.ms_per_token_stderr:.4f}", str(self.rows),
                 str(self.dropped), f"{self.median_abs_pct_error:.1f}",
                 f"{self.mean_abs_error_ms:.1f}"]
 
-    COLUMNS = ("component", "call ms (robust)", "ms/token (robust)", "call ms (lstsq)",
-               "ms/token (lstsq)", "rows", "dropped", "median |err| %", "mean |err| ms")
+    COLUMNS = ("component", "call ms (robust)", "ms/token (robust)", "call ms (lstsq ± se)",
+               "ms/token (lstsq ± se)", "rows", "dropped", "median |err| %", "mean |err| ms")
 
 
 def read_profile(path: Path | str) -> dict[str, np.ndarray]:
@@ -108,26 +117,45 @@ def _huber(x: np.ndarray, y: np.ndarray, iterations: int = 50) -> np.ndarray:
     return coef
 
 
+def _identifiable(x: np.ndarray) -> str | None:
+    """Why the two coefficients of ``x`` (calls, tokens) cannot be fitted, or None."""
+    if len(x) < 3:
+        return f"{len(x)} row(s) left, at least 3 needed"
+    if np.linalg.matrix_rank(x) < 2:
+        return "its calls and tokens are proportional in every row (collinear)"
+    return None
+
+
 def fit_profile(columns: dict[str, np.ndarray], *, max_latency_ms: float = 5000.0
                 ) -> list[ComponentFit]:
-    """Fit every component that ran in at least two rows."""
-    if max_latency_ms <= 0:
-        raise ValueError(f"max_latency_ms must be positive, not {max_latency_ms!r}")
-    fits = []
+    """Fit every component whose coefficients the rows identify; raises
+    :class:`ProfileError` naming each component's reason when none can be fitted."""
+    if isinstance(max_latency_ms, bool) or not isinstance(max_latency_ms, int | float) or \
+            not math.isfinite(max_latency_ms) or max_latency_ms <= 0:
+        raise ValueError(f"max_latency_ms must be a finite positive number, not "
+                         f"{max_latency_ms!r}")
+    fits, reasons = [], []
     for name, (lat, calls, tokens) in COMPONENTS.items():
         ran = columns[calls] > 0
         keep = ran & (columns[lat] < max_latency_ms)
-        if keep.sum() < 2:
-            continue
         x = np.column_stack([columns[calls][keep], columns[tokens][keep]])
         y = columns[lat][keep]
+        reason = "it never ran" if not ran.any() else _identifiable(x)
+        if reason:
+            reasons.append(f"{name}: {reason}")
+            continue
         robust = _huber(x, y)
-        plain = np.linalg.lstsq(x, y, rcond=None)[0]
+        plain, rss = np.linalg.lstsq(x, y, rcond=None)[:2]
+        sigma2 = float(rss[0]) / (len(y) - 2) if len(rss) else 0.0
+        stderr = np.sqrt(np.diag(sigma2 * np.linalg.inv(x.T @ x)))
         pred = x @ robust
         fits.append(ComponentFit(
             component=name, call_ms=float(robust[0]), ms_per_token=float(robust[1]),
             rows=int(keep.sum()), dropped=int(ran.sum() - keep.sum()),
             lstsq_call_ms=float(plain[0]), lstsq_ms_per_token=float(plain[1]),
             median_abs_pct_error=float(100 * np.median(np.abs(pred - y) / np.maximum(y, 1e-9))),
-            mean_abs_error_ms=float(np.mean(np.abs(pred - y)))))
+            mean_abs_error_ms=float(np.mean(np.abs(pred - y))),
+            call_ms_stderr=float(stderr[0]), ms_per_token_stderr=float(stderr[1])))
+    if not fits:
+        raise ProfileError("no component can be fitted: " + "; ".join(reasons))
     return fits

@@ -153,3 +153,44 @@ def test_energy():
     with pytest.raises(KeyError, match=r"^\"unknown device power preset 'a100'; choose one of "
                                        r"rtx3090-7b, rtx3090-1\.5b, rtx3090-0\.5b\"$"):
         power("a100")
+
+
+def _profile(rows):
+    from heteroreason.model.timing.profile_fit import REQUIRED
+
+    columns = {c: [] for c in REQUIRED}
+    for row in rows:
+        for c in REQUIRED:
+            columns[c].append(float(row.get(c, 0)))
+    return {c: np.asarray(v) for c, v in columns.items()}
+
+
+def test_fits_refuse_what_the_rows_cannot_identify():
+    collinear = _profile([{"draft_latency_ms": 10 * k, "draft_calls": k,
+                           "draft_output_tokens": 2 * k} for k in (1, 2, 3)])
+    with pytest.raises(ProfileError, match=r"^no component can be fitted: draft: its calls and "
+                                           r"tokens are proportional in every row \(collinear\); "
+                                           r"prm: it never ran; target: it never ran$"):
+        fit_profile(collinear)
+    few = _profile([{"prm_latency_ms": 20, "prm_calls": 1, "prm_input_tokens": 10},
+                    {"prm_latency_ms": 30, "prm_calls": 1, "prm_input_tokens": 50}])
+    with pytest.raises(ProfileError, match=r"^no component can be fitted: draft: it never ran; "
+                                           r"prm: 2 row\(s\) left, at least 3 needed; target: "
+                                           r"it never ran$"):
+        fit_profile(few)
+    for bad in (float("nan"), float("inf"), 0.0):
+        with pytest.raises(ValueError, match=r"^max_latency_ms must be a finite positive "
+                                             rf"number, not {bad!r}$"):
+            fit_profile(few, max_latency_ms=bad)
+
+
+def test_fits_report_the_uncertainty_of_their_coefficients():
+    rng = np.random.default_rng(3)
+    rows = []
+    for _ in range(200):
+        calls, tokens = int(rng.integers(1, 3)), int(rng.integers(5, 200))
+        rows.append({"target_latency_ms": 40 * calls + 6 * tokens + rng.normal(0, 5),
+                     "target_calls": calls, "target_output_tokens": tokens})
+    (fit,) = fit_profile(_profile(rows))
+    assert abs(fit.ms_per_token - 6) < 3 * fit.ms_per_token_stderr + 0.05
+    assert 0 < fit.ms_per_token_stderr < 0.05 and 0 < fit.call_ms_stderr < 5
