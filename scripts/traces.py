@@ -22,6 +22,7 @@ from heteroreason.model.experiments.report import format_table
 from heteroreason.model.files import output_problem
 from heteroreason.model.workload.trace_import import import_artifact_file, import_token_log
 from heteroreason.model.workload.trace_synth import (
+    MAX_GENERATED_PROBLEMS,
     PROFILES,
     TraceStats,
     generate_traces,
@@ -143,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("validate", help="check trace files")
     v.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    if getattr(args, "problems", None) is not None and args.problems < 1:
-        parser.error(f"--problems must be a positive integer, not {args.problems}")
+    if getattr(args, "problems", None) is not None and \
+            not 1 <= args.problems <= MAX_GENERATED_PROBLEMS:
+        parser.error(f"--problems must be an integer in [1, {MAX_GENERATED_PROBLEMS:,}] (a set "
+                     f"is generated in memory), not {args.problems}")
     if getattr(args, "seed", 0) < 0:
         parser.error(f"--seed must be a non-negative integer, not {args.seed}")
     if getattr(args, "prompt_tokens", None) is not None and args.prompt_tokens < 1:

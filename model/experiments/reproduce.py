@@ -115,6 +115,11 @@ def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
               without_bt: dict[str, list[ProblemTrace]] | None, *, fpga: str | None = None,
               ) -> tuple[list[ReproRow], dict[tuple, SimulationResult]]:
     rows, results = [], {}
+    unmatched = sorted(set(without_bt or {}) - set(with_bt))
+    if unmatched:
+        raise ValueError(f"traces without backtracking for {', '.join(unmatched)} have no "
+                         f"traces with backtracking to be compared with (those are for "
+                         f"{', '.join(sorted(with_bt))})")
     ordered = [d for d in DATASETS if d in with_bt] + sorted(set(with_bt) - set(DATASETS))
     for config_name in configs:
         config = system_config(config_name, fpga=fpga)

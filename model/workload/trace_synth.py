@@ -20,8 +20,8 @@ import numpy as np
 
 from heteroreason.model.workload.traces import BRSD_POLICY, Policy, ProblemTrace, StepEvent
 
-__all__ = ["PROFILES", "DatasetProfile", "TraceStats", "generate_traces", "profile",
-           "trace_stats"]
+__all__ = ["MAX_GENERATED_PROBLEMS", "PROFILES", "DatasetProfile", "TraceStats",
+           "generate_traces", "profile", "trace_stats"]
 
 
 @dataclass(frozen=True)
@@ -107,14 +107,21 @@ def _tokens(rng: np.random.Generator, n: int, mean: float, log_sd: float) -> np.
     return values
 
 
+# a set's totals are fixed before they are split, so a set is made in memory: about 3 kB a
+# problem (6 kB at the peak), 600 MB at this bound (tracemalloc, OlympiadBench)
+MAX_GENERATED_PROBLEMS = 100_000
+
+
 def generate_traces(prof: DatasetProfile, *, seed: int, problems: int | None = None,
                     policy: Policy = BRSD_POLICY) -> list[ProblemTrace]:
     """Synthetic traces for ``problems`` problems (the profile's count by default)."""
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
     problems = prof.problems if problems is None else problems
-    if not isinstance(problems, int) or problems < 1:
-        raise ValueError(f"problems must be a positive integer, not {problems!r}")
+    if isinstance(problems, bool) or not isinstance(problems, int) or \
+            not 1 <= problems <= MAX_GENERATED_PROBLEMS:
+        raise ValueError(f"problems must be an integer in [1, {MAX_GENERATED_PROBLEMS:,}] (a "
+                         f"set is generated in memory), not {problems!r}")
     rng = np.random.default_rng([seed, sum(map(ord, prof.name))])
     total = max(round(problems * prof.steps_per_problem), problems)
     lengths = _split_total(rng, total, problems, prof.steps_dispersion)

@@ -177,6 +177,27 @@ def parse_params(top: str, assignments: Iterable[str]) -> dict[str, int | str]:
     return params
 
 
+# upper bounds, checked before elaboration (which would run for minutes, or hit Amaranth's own
+# limits, far beyond them): datapath widths up to four times the widest design any board holds
+# (896 MACs), token ids up to 32 bits, every other size up to 2**20 (seeds are not sizes)
+WIDTH_LIMIT = 4096
+WIDTH_PARAMS = ("lanes", "stream_bytes", "vector_width", "width", "heads", "heads_parallel")
+TOKEN_BITS_LIMIT = 32
+SIZE_LIMIT = 2**20
+
+
+def check_limits(top: str, params: Mapping[str, int | str]) -> None:
+    """Raise ExportError for an integer parameter beyond its bound."""
+    for name, value in params.items():
+        if isinstance(value, str) or name == "seed":
+            continue
+        limit = WIDTH_LIMIT if name in WIDTH_PARAMS else \
+            TOKEN_BITS_LIMIT if name == "token_width" else SIZE_LIMIT
+        if value > limit:
+            raise ExportError(f"parameter {name!r} of top {top!r} must be at most {limit:,}, "
+                              f"not {value:,}")
+
+
 def build_top(top: str, params: Mapping[str, int | str] | None = None) -> wiring.Component:
     """Construct the top with ``params``; a constructor's complaint becomes an ExportError."""
     spec = _spec(top)
@@ -184,6 +205,7 @@ def build_top(top: str, params: Mapping[str, int | str] | None = None) -> wiring
     unknown = set(params) - set(spec.defaults)
     if unknown:
         raise ExportError(f"unknown parameter(s) {', '.join(sorted(unknown))} for top {top!r}")
+    check_limits(top, params)
     try:
         return spec.factory(**params)
     except (TypeError, ValueError) as exc:

@@ -191,3 +191,26 @@ def test_output_paths_are_checked_before_any_work(tmp_path, script, args, folder
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().endswith(f"error: {message}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+def test_generation_is_bounded(tmp_path):
+    proc = run("traces.py", "generate", "--dataset", "gsm8k", "--problems", "1000000000",
+               "--seed", "1", "--out", tmp_path / "t.jsonl")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith(
+        "error: --problems must be an integer in [1, 100,000] (a set is generated in memory), "
+        "not 1000000000")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_traces_without_backtracking_need_their_dataset(tmp_path):
+    run("traces.py", "generate", "--dataset", "gsm8k", "--problems", "3", "--seed", "1",
+        "--out", tmp_path / "gsm8k.jsonl")
+    run("traces.py", "generate", "--dataset", "math500", "--problems", "3", "--seed", "1",
+        "--out", tmp_path / "nobt" / "math500.jsonl")
+    proc = run("reproduce.py", "--traces", tmp_path / "gsm8k.jsonl", "--no-bt-traces",
+               tmp_path / "nobt" / "math500.jsonl", "--no-plots", "--out", tmp_path / "out")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "reproduce: error: traces without backtracking for math500 have no traces with "
+        "backtracking to be compared with (those are for gsm8k)")
