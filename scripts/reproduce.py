@@ -23,6 +23,7 @@ from heteroreason.model.experiments.reproduce import (
     ReproRow,
     bundled_sets,
     load_trace_sets,
+    ordered_datasets,
     reproduce,
     synthetic_no_backtrack_sets,
     write_rows,
@@ -66,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             source = ", ".join(map(str, args.traces))
         if args.no_bt_traces is not None:
             without_bt = load_trace_sets(args.no_bt_traces, prompt_tokens=args.prompt_tokens)
-        rows, results = reproduce(args.configs, with_bt, without_bt, fpga=args.fpga)
+        plotted = None if args.no_plots else (args.configs[0], ordered_datasets(with_bt)[0])
+        rows, results = reproduce(args.configs, with_bt, without_bt, fpga=args.fpga,
+                                  keep_runs_for=plotted)
     except (TraceError, ScheduleError, ValueError) as exc:
         print(f"reproduce: error: {exc}", file=sys.stderr)
         return 2

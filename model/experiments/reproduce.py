@@ -17,7 +17,8 @@ from heteroreason.model.workload.trace_import import import_artifact_file
 from heteroreason.model.workload.trace_synth import PROFILES, generate_traces
 from heteroreason.model.workload.traces import RSD_POLICY, ProblemTrace, TraceError, load_traces
 
-__all__ = ["DATASETS", "PAPER_LATENCY_S", "ReproRow", "load_trace_sets", "reproduce",
+__all__ = ["DATASETS", "PAPER_LATENCY_S", "ReproRow", "load_trace_sets", "ordered_datasets",
+           "reproduce",
            "synthetic_no_backtrack_sets", "write_rows"]
 
 DATASETS = ("math500", "gsm8k", "gaokao2023en", "olympiadbench")
@@ -111,16 +112,25 @@ def _paper(table, config, mode, bt, dataset):
     return values[DATASETS.index(dataset)]
 
 
+def ordered_datasets(sets: dict[str, list[ProblemTrace]]) -> list[str]:
+    """The paper's datasets in its order, then any others by name."""
+    return [d for d in DATASETS if d in sets] + sorted(set(sets) - set(DATASETS))
+
+
 def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
               without_bt: dict[str, list[ProblemTrace]] | None, *, fpga: str | None = None,
+              keep_runs_for: tuple[str, str] | None = None,
               ) -> tuple[list[ReproRow], dict[tuple, SimulationResult]]:
+    """Every configuration, dataset and mode. Timelines are kept only for ``(config,
+    dataset)`` of ``keep_runs_for`` (the runs a plot shows); every other result keeps its
+    per-problem metrics alone, so memory does not grow with the problems' timelines."""
     rows, results = [], {}
     unmatched = sorted(set(without_bt or {}) - set(with_bt))
     if unmatched:
         raise ValueError(f"traces without backtracking for {', '.join(unmatched)} have no "
                          f"traces with backtracking to be compared with (those are for "
                          f"{', '.join(sorted(with_bt))})")
-    ordered = [d for d in DATASETS if d in with_bt] + sorted(set(with_bt) - set(DATASETS))
+    ordered = ordered_datasets(with_bt)
     for config_name in configs:
         config = system_config(config_name, fpga=fpga)
         for dataset in ordered:
@@ -129,7 +139,8 @@ def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
             if without_bt and dataset in without_bt:
                 plan += [(False, m, without_bt[dataset]) for m in MODES_WITHOUT_BT]
             for bt, mode, traces in plan:
-                result = simulate(traces, config, mode)
+                result = simulate(traces, config, mode,
+                                  keep_runs=keep_runs_for == (config_name, dataset) and bt)
                 results[(config_name, dataset, bt, mode.value)] = result
                 if baseline is None:
                     baseline = result.summary.latency_s

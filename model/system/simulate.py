@@ -36,18 +36,23 @@ class SimulationResult:
 
 
 def simulate(traces: Sequence[ProblemTrace], config: SystemConfig | str,
-             mode: Mode | str) -> SimulationResult:
+             mode: Mode | str, *, keep_runs: bool = True) -> SimulationResult:
     """Replay every trace; any problem the mode cannot replay stops the whole run (no metric
-    is ever computed from a partial replay)."""
+    is ever computed from a partial replay). Without ``keep_runs`` only each problem's metrics
+    are kept, not its timeline (``runs`` is empty): memory flat in the number of problems."""
     if isinstance(config, str):
         config = system_config(config)
     if isinstance(mode, str):
         mode = Mode.parse(mode)
     if not traces:
         raise ValueError("no traces to simulate")
-    runs = tuple(simulate_problem(t, config, mode) for t in traces)
-    metrics = tuple(problem_metrics(r) for r in runs)
-    return SimulationResult(config, mode, runs, metrics, dataset_metrics(metrics))
+    runs, metrics = [], []
+    for trace in traces:
+        run = simulate_problem(trace, config, mode)
+        metrics.append(problem_metrics(run))
+        if keep_runs:
+            runs.append(run)
+    return SimulationResult(config, mode, tuple(runs), tuple(metrics), dataset_metrics(metrics))
 
 
 def simulate_file(path: Path | str, *, config: str = "config1", mode: str = "heteroreason",
