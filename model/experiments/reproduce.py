@@ -112,6 +112,10 @@ def _paper(table, config, mode, bt, dataset):
     return values[DATASETS.index(dataset)]
 
 
+# the problems whose timelines a reproduction keeps for its Gantt plot
+PLOTTED_RUNS = 500
+
+
 def ordered_datasets(sets: dict[str, list[ProblemTrace]]) -> list[str]:
     """The paper's datasets in its order, then any others by name."""
     return [d for d in DATASETS if d in sets] + sorted(set(sets) - set(DATASETS))
@@ -121,9 +125,9 @@ def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
               without_bt: dict[str, list[ProblemTrace]] | None, *, fpga: str | None = None,
               keep_runs_for: tuple[str, str] | None = None,
               ) -> tuple[list[ReproRow], dict[tuple, SimulationResult]]:
-    """Every configuration, dataset and mode. Timelines are kept only for ``(config,
-    dataset)`` of ``keep_runs_for`` (the runs a plot shows); every other result keeps its
-    per-problem metrics alone, so memory does not grow with the problems' timelines."""
+    """Every configuration, dataset and mode. Timelines are kept only for the first
+    :data:`PLOTTED_RUNS` problems of ``(config, dataset)`` of ``keep_runs_for`` (where the
+    Gantt plot picks its problem); every other result keeps its per-problem metrics alone."""
     rows, results = [], {}
     unmatched = sorted(set(without_bt or {}) - set(with_bt))
     if unmatched:
@@ -140,7 +144,9 @@ def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
                 plan += [(False, m, without_bt[dataset]) for m in MODES_WITHOUT_BT]
             for bt, mode, traces in plan:
                 result = simulate(traces, config, mode,
-                                  keep_runs=keep_runs_for == (config_name, dataset) and bt)
+                                  keep_runs=PLOTTED_RUNS if keep_runs_for == (config_name,
+                                                                              dataset) and bt
+                                  else False)
                 results[(config_name, dataset, bt, mode.value)] = result
                 if baseline is None:
                     baseline = result.summary.latency_s

@@ -36,21 +36,23 @@ class SimulationResult:
 
 
 def simulate(traces: Sequence[ProblemTrace], config: SystemConfig | str,
-             mode: Mode | str, *, keep_runs: bool = True) -> SimulationResult:
+             mode: Mode | str, *, keep_runs: bool | int = True) -> SimulationResult:
     """Replay every trace; any problem the mode cannot replay stops the whole run (no metric
-    is ever computed from a partial replay). Without ``keep_runs`` only each problem's metrics
-    are kept, not its timeline (``runs`` is empty): memory flat in the number of problems."""
+    is ever computed from a partial replay). ``keep_runs``: keep every problem's timeline
+    (True), none (False: ``runs`` is empty) or the first ``keep_runs``; the per-problem metrics
+    are always kept, so without timelines memory grows by a few hundred bytes a problem."""
     if isinstance(config, str):
         config = system_config(config)
     if isinstance(mode, str):
         mode = Mode.parse(mode)
     if not traces:
         raise ValueError("no traces to simulate")
+    limit = len(traces) if keep_runs is True else int(keep_runs)
     runs, metrics = [], []
     for trace in traces:
         run = simulate_problem(trace, config, mode)
         metrics.append(problem_metrics(run))
-        if keep_runs:
+        if len(runs) < limit:
             runs.append(run)
     return SimulationResult(config, mode, tuple(runs), tuple(metrics), dataset_metrics(metrics))
 
