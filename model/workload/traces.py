@@ -48,6 +48,7 @@ from heteroreason.model.files import InputError, loads_json, read_text
 
 __all__ = [
     "BRSD_POLICY",
+    "MAX_TOKENS",
     "OUTCOMES",
     "RSD_POLICY",
     "Outcome",
@@ -174,7 +175,13 @@ _POLICY_FIELDS = {"accept_threshold", "backtrack_threshold", "max_backtracks",
 FORMAT = "heteroreason-trace/1"
 
 
-def _int(obj: dict, key: str, where: str, *, minimum: int = 0, default=None) -> int:
+# no model here reads more than this many tokens (the largest context, Qwen2.5-7B's, is 131,072):
+# a count beyond it is a broken trace, not a long one
+MAX_TOKENS = 1_000_000
+
+
+def _int(obj: dict, key: str, where: str, *, minimum: int = 0, default=None,
+         maximum: int = MAX_TOKENS) -> int:
     if key not in obj or obj[key] is None:
         if default is None:
             raise TraceError(where, key, "is required")
@@ -184,6 +191,8 @@ def _int(obj: dict, key: str, where: str, *, minimum: int = 0, default=None) -> 
         raise TraceError(where, key, "must be an integer", value)
     if value < minimum:
         raise TraceError(where, key, f"must be at least {minimum}", value)
+    if value > maximum:
+        raise TraceError(where, key, f"must be at most {maximum:,}", value)
     return value
 
 

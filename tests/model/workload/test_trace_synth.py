@@ -60,7 +60,8 @@ def test_rsd_policy_generates_no_backtracks():
 def test_bad_arguments():
     with pytest.raises(ValueError, match=r"^seed must be a non-negative integer, not -1$"):
         generate_traces(PROFILES["gsm8k"], seed=-1)
-    with pytest.raises(ValueError, match=r"^problems must be a positive integer, not 0$"):
+    with pytest.raises(ValueError, match=r"^problems must be an integer in \[1, 100,000\] \(a "
+                                         r"set is generated in memory\), not 0$"):
         generate_traces(PROFILES["gsm8k"], seed=1, problems=0)
     with pytest.raises(ValueError, match=r"^profile 'bad': outcome shares sum to "
                                          r"0\.7999999999999999, not 1$"):

@@ -144,3 +144,12 @@ def test_backtrack_budget_counts_per_problem(tmp_path):
                                          r"exceeds the policy's budget of 5 \(got "
                                          r"'backtrack'\)$"):
         load_traces(path)
+
+
+def test_token_counts_are_bounded(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"dataset": "toy", "problem_id": "0", "prompt_tokens": 1000000000000000, '
+                    '"steps": [{"outcome": "accept", "draft_tokens": 5}]}\n')
+    with pytest.raises(TraceError, match=rf"^{re.escape(str(path))}:1: field 'prompt_tokens': "
+                                         r"must be at most 1,000,000 \(got 1000000000000000\)$"):
+        load_traces(path)
