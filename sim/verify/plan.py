@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 __all__ = ["PLAN_ENV", "RunPlan", "Stimulus"]
 
@@ -113,6 +113,4 @@ class RunPlan:
         if text is None:
             raise RuntimeError(f"{PLAN_ENV} is not set: run this testbench through run_cocotb()")
         obj = json.loads(text)
-        names = {f.name for f in fields(Stimulus)}
-        return cls(obj["top"], obj["params"],
-                   Stimulus(**{k: v for k, v in obj["stimulus"].items() if k in names}))
+        return cls(obj["top"], obj["params"], Stimulus(**obj["stimulus"]))
