@@ -1,13 +1,19 @@
 """Matrix-vector unit: int8 x int8 dot products at ``lanes`` MACs per cycle with requantization."""
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.rtl.compare import is_zero
-from heteroreason.rtl.decoder.arith import round_shift, tree_sum
+from heteroreason.rtl.decoder.pipeline import (
+    REQUANT_LATENCY,
+    delay,
+    requantize_pipelined,
+    tree_latency,
+    tree_sum_pipelined,
+)
 
-__all__ = ["MatVecUnit", "OutBits"]
+__all__ = ["MatVecUnit", "OutBits", "result_latency"]
 
 
 class OutBits(enum.Enum, shape=2):
@@ -55,12 +61,17 @@ class MatVecUnit(wiring.Component):
 
     Latency
     -------
-    A row's result is on ``out`` one cycle after its last weight beat.
+    A row's result is on ``out`` :func:`result_latency` cycles after its last weight beat is
+    taken (12 + ``ceil(ceil(log2 lanes) / 2)``: the buffer read, the registered products, the
+    adder tree registered every two levels, the accumulator, seven requantization stages and the
+    output queue).
 
     Throughput
     ----------
-    One weight beat (``lanes`` MACs) per cycle while results are taken; loading the vector
-    costs ``beats`` cycles per job.
+    One weight beat (``lanes`` MACs) per cycle: the pipeline never stalls; a row's last beat
+    waits only while the output queue (:attr:`result_buffer` results) could not hold its
+    result, i.e. when ``out`` is held back. Loading the vector costs ``beats`` cycles per job;
+    a job's command is taken while the previous job's results still drain.
     """
 
     def __init__(self, *, lanes, max_beats, max_rows):
@@ -96,57 +107,61 @@ class MatVecUnit(wiring.Component):
     def max_rows(self):
         return self._max_rows
 
+    @property
+    def result_latency(self) -> int:
+        """Cycles from taking a row's last weight beat to its result on ``out``."""
+        return result_latency(self.lanes)
+
+    @property
+    def result_buffer(self) -> int:
+        """Results the output queue holds: enough for one a cycle with ``out`` always ready."""
+        return result_latency(self.lanes) + 2
+
     def elaborate(self, platform):
         m = Module()
         lanes = self.lanes
         vector = data.ArrayLayout(signed(8), lanes)
         m.submodules.buffer = buffer = memory.Memory(shape=vector, depth=self.max_beats, init=[])
         write = buffer.write_port()
-        read = buffer.read_port(domain="comb")
+        read = buffer.read_port()  # synchronous: block RAM or registered LUT RAM
 
         rows = Signal(range(self.max_rows + 1))
         beats = Signal(range(self.max_beats + 1))
         out_bits = Signal(OutBits)
         beat = Signal(range(self.max_beats + 1))
         row = Signal(range(self.max_rows + 1))
-        acc = Signal(signed(48))
         param = Signal(self.rowparam.payload.shape())
         have_param = Signal()
+        # registered flags of the beat and row being taken (no comparison on the take path)
+        beats_m1 = Signal(range(self.max_beats + 1))
+        one_beat = Signal()
+        last_beat = Signal()
+        final_row = Signal()
 
-        result_valid = Signal()
-        result_acc = Signal(signed(48))
-        result_param = Signal(self.rowparam.payload.shape())
-        result_bits = Signal(OutBits)
-        result_last = Signal()
-
-        product = Signal(signed(48 + 32))
-        m.d.comb += product.eq(result_acc * result_param.mult)
-        rounded = round_shift(m, product, result_param.shift)
-        limit = Signal(signed(33))
-        with m.Switch(result_bits):
-            with m.Case(OutBits.INT8):
-                m.d.comb += limit.eq(127)
-            with m.Case(OutBits.INT16):
-                m.d.comb += limit.eq(32767)
-            with m.Default():
-                m.d.comb += limit.eq(2**31 - 1)
-        value = Signal(signed(32))
-        with m.If(rounded > limit):
-            m.d.comb += value.eq(limit)
-        with m.Elif(rounded < -limit - 1):
-            m.d.comb += value.eq(-limit - 1)
-        with m.Else():
-            m.d.comb += value.eq(rounded)
+        # results in flight (taken final beats whose results have not left ``out``): a row's
+        # final beat is taken only while the queue will have room for its result
+        depth = self.result_buffer
+        m.submodules.results = results = fifo.SyncFIFOBuffered(width=33, depth=depth)
+        in_flight = Signal(range(depth + 1))
+        take_last = Signal()
+        leave = Signal()
         m.d.comb += [
-            self.out.valid.eq(result_valid),
-            self.out.payload.value.eq(value),
-            self.out.payload.last.eq(result_last),
+            leave.eq(results.r_rdy & results.r_en),
+            self.out.valid.eq(results.r_rdy),
+            self.out.payload.value.eq(results.r_data[:32]),
+            self.out.payload.last.eq(results.r_data[32]),
+            results.r_en.eq(self.out.ready),
         ]
-        with m.If(self.out.valid & self.out.ready):
-            m.d.sync += result_valid.eq(0)
+        m.d.sync += in_flight.eq(in_flight + take_last - leave)
 
-        dot = tree_sum(self.weights.payload[i] * read.data[i] for i in range(lanes))
-        m.d.comb += read.addr.eq(beat)
+        # stage 0: the taken weight beat, its vector beat read from the buffer, its row's tags
+        take = Signal()
+        s0 = Signal(data.StructLayout({
+            "valid": 1, "first": 1, "last": 1, "final": 1, "bits": OutBits,
+            "param": self.rowparam.payload.shape()}))
+        s0_w = Signal(vector, reset_less=True)
+        m.d.comb += [read.addr.eq(beat), read.en.eq(1)]
+        m.d.sync += s0.valid.eq(take)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -155,6 +170,10 @@ class MatVecUnit(wiring.Component):
                     m.d.sync += [
                         rows.eq(self.cmd.payload.rows), beats.eq(self.cmd.payload.beats),
                         out_bits.eq(self.cmd.payload.out_bits), beat.eq(0), row.eq(0),
+                        beats_m1.eq(self.cmd.payload.beats - 1),
+                        one_beat.eq(self.cmd.payload.beats == 1),
+                        last_beat.eq(self.cmd.payload.beats == 1),
+                        final_row.eq(self.cmd.payload.rows == 1),
                     ]
                     with m.If(~is_zero(self.cmd.payload.rows) & ~is_zero(self.cmd.payload.beats)):
                         with m.If(self.cmd.payload.reuse):
@@ -177,32 +196,67 @@ class MatVecUnit(wiring.Component):
             with m.State("RUN"):
                 # a row's parameters are taken with (or before) its first weight beat
                 cur_param = Mux(have_param, param.as_value(), self.rowparam.payload.as_value())
-                base = Mux(have_param, acc, self.rowparam.payload.bias)
-                last_beat = beat == beats - 1
-                # the final beat of a row needs a free result register
-                can_take = (have_param | self.rowparam.valid) & (
-                    ~last_beat | ~result_valid | (self.out.valid & self.out.ready))
+                room = in_flight < depth
+                can_take = (have_param | self.rowparam.valid) & (~last_beat | room)
                 m.d.comb += [
                     self.busy.eq(1),
                     self.rowparam.ready.eq(~have_param),
                     self.weights.ready.eq(can_take),
                     self.weight_wait.eq(can_take & ~self.weights.valid),
+                    take.eq(self.weights.valid & can_take),
+                    take_last.eq(take & last_beat),
                 ]
-                with m.If(self.weights.valid & can_take):
+                with m.If(take):
+                    m.d.sync += [
+                        s0.first.eq(is_zero(beat)), s0.last.eq(last_beat),
+                        s0.final.eq(final_row), s0.bits.eq(out_bits), s0.param.eq(cur_param),
+                        s0_w.eq(self.weights.payload),
+                    ]
                     with m.If(last_beat):
-                        final_row = row == rows - 1
-                        m.d.sync += [
-                            result_valid.eq(1), result_acc.eq(base + dot),
-                            result_param.eq(cur_param), result_bits.eq(out_bits),
-                            result_last.eq(final_row), beat.eq(0), have_param.eq(0),
-                            row.eq(row + 1),
-                        ]
+                        m.d.sync += [beat.eq(0), have_param.eq(0), row.eq(row + 1),
+                                     last_beat.eq(one_beat), final_row.eq(row + 2 == rows)]
                         with m.If(final_row):
                             m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [acc.eq(base + dot), beat.eq(beat + 1),
-                                     param.eq(cur_param), have_param.eq(1)]
+                        m.d.sync += [beat.eq(beat + 1), param.eq(cur_param), have_param.eq(1),
+                                     last_beat.eq(beat + 1 == beats_m1)]
                 with m.Elif(self.rowparam.valid & ~have_param):
-                    m.d.sync += [param.eq(self.rowparam.payload), have_param.eq(1),
-                                 acc.eq(self.rowparam.payload.bias)]
+                    m.d.sync += [param.eq(self.rowparam.payload), have_param.eq(1)]
+
+        # stage 1: the products (DSP48E2 multipliers with their M register); then the tree
+        products = []
+        for i in range(lanes):
+            product = Signal(signed(16), name=f"product{i}", reset_less=True)
+            m.d.sync += product.eq(s0_w[i] * read.data[i])
+            products.append(product)
+        dot = tree_sum_pipelined(m, products, name="dot")
+        tags = delay(m, s0, 1 + tree_latency(lanes), name="tags")
+        tags = data.View(s0.shape(), tags)
+
+        # accumulate; a row's final beat hands its sum to the requantizer
+        acc = Signal(signed(48))
+        total = Signal(signed(48))
+        m.d.comb += total.eq(Mux(tags.first, tags.param.bias, acc) + dot)
+        sum_valid = Signal()
+        row_sum = Signal(signed(48), reset_less=True)
+        sum_tags = Signal(data.StructLayout({"final": 1, "bits": OutBits, "mult": unsigned(31),
+                                             "shift": unsigned(6)}))
+        m.d.sync += sum_valid.eq(tags.valid & tags.last)
+        with m.If(tags.valid):
+            m.d.sync += acc.eq(total)
+            with m.If(tags.last):
+                m.d.sync += [row_sum.eq(total), sum_tags.final.eq(tags.final),
+                             sum_tags.bits.eq(tags.bits), sum_tags.mult.eq(tags.param.mult),
+                             sum_tags.shift.eq(tags.param.shift)]
+        value = requantize_pipelined(m, row_sum, sum_tags.mult, sum_tags.shift,
+                                     sum_tags.bits.as_value(), name="rq")
+        done = delay(m, Cat(sum_valid, sum_tags.final), REQUANT_LATENCY, name="done")
+        m.d.comb += [results.w_en.eq(done[0]), results.w_data.eq(Cat(value, done[1]))]
         return m
+
+
+def result_latency(lanes: int) -> int:
+    """Cycles from taking a row's last weight beat to its result on ``out`` of a
+    :class:`MatVecUnit` of ``lanes`` lanes: the buffer read, the products, the registered adder
+    tree, the accumulator, the requantizer and the output queue's two."""
+    return 1 + 1 + tree_latency(lanes) + 1 + REQUANT_LATENCY + 2

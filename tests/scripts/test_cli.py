@@ -113,6 +113,7 @@ def test_run_brsd(tmp_path):
         proc.stderr
 
 
+@pytest.mark.slow
 def test_bench_decoder_reports_utilization():
     proc = run("bench_decoder.py", "--config", "tiny", "--context", "3", "40")
     assert proc.returncode == 0, proc.stderr

@@ -30,7 +30,7 @@ RTL_DIR = Path(__file__).resolve().parents[3] / "rtl"
 # the decoder's behaviour: its units, its sequencer and operator table, the memory map it reads
 RTL_SOURCES = ("compare.py", "decoder/arith.py", "decoder/attention.py", "decoder/core.py",
                 "decoder/decode_schedule.py", "decoder/mvu.py", "decoder/operators.py",
-                "decoder/params.py", "decoder/rmsnorm.py", "decoder/rope.py",
+                "decoder/params.py", "decoder/pipeline.py", "decoder/rmsnorm.py", "decoder/rope.py",
                 "decoder/sampler.py", "decoder/sequencer.py", "decoder/swiglu.py",
                 "decoder/weight_schedule.py")
 

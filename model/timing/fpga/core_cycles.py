@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from heteroreason.model.numerics.qwen2_config import Qwen2Config
+from heteroreason.rtl.decoder.mvu import result_latency
 from heteroreason.rtl.decoder.operators import Operator, Unit, token_operators
 from heteroreason.rtl.decoder.params import DecoderParams
 
@@ -127,6 +128,9 @@ class CoreTiming:
         cap = p.weight_buffer * r  # stream beats the buffer holds
         total = self.weight_stream_beats(keep_logits=keep_logits)
         first = self.memory_latency_cycles + r + o.first_beat  # the first stream beat
+        # the matrix-vector unit's pipeline: its last result leaves this long after the last
+        # beat (the operator waits for it), one cycle of which the beat count already holds
+        drain = result_latency(p.lanes) - 1
         t = 0.0
         delivered = consumed = 0.0  # stream beats
 
@@ -153,7 +157,7 @@ class CoreTiming:
             if t < first:  # nothing has arrived yet
                 stream(first)
                 t = first
-            duration = max(float(mv_beats), need - (delivered - consumed)) + o.matvec
+            duration = max(float(mv_beats), need - (delivered - consumed)) + o.matvec + drain
             consumed += need  # the buffer frees as it drains: the stream runs on meanwhile
             stream(t + duration)
             delivered = max(delivered, consumed)

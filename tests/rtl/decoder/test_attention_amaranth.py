@@ -34,7 +34,8 @@ def random_jobs(rng, keys, values, heads, count=30):
 
 @pytest.mark.parametrize("seed, head_dim, heads, external_kv, width", [
     (1, 8, 1, False, 1), (2, 16, 1, False, 1), (3, 8, 3, False, 1), (4, 16, 2, False, 4),
-    (5, 8, 2, True, 1), (6, 8, 3, True, 8)])
+    pytest.param(5, 8, 2, True, 1, marks=pytest.mark.slow),
+    pytest.param(6, 8, 3, True, 8, marks=pytest.mark.slow)])
 def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width):
     layers, kv_heads, max_context = 2, 2, 48
     rng = np.random.default_rng(seed)

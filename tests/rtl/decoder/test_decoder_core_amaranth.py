@@ -80,6 +80,7 @@ def greedy_continuation(model, prompt, count):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vector_width", [4])  # width 1: the Verilator runs
 def test_ingest_then_draft(tiny_model, vector_width):
     prompt = [5, 77]

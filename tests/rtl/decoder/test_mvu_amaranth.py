@@ -120,3 +120,62 @@ def test_schedule_rejects_bad_weights():
     with pytest.raises(ValueError, match=r"^multipliers must lie in \[2\*\*30, 2\*\*31\) and "
                                          r"shifts in \[1, 62\]$"):
         linear_schedule(np.zeros((2, 2)), lanes=2, multiplier=5, shift=10)
+
+
+@pytest.mark.parametrize("lanes", [1, 8, 64])
+def test_latency_and_throughput_are_the_documented_ones(lanes):
+    """One-beat rows back to back with ``out`` always ready: every weight beat is taken the
+    cycle it is offered, and each result leaves ``result_latency`` cycles after its beat."""
+    rows = 40
+    dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=rows)
+    rng = np.random.default_rng(lanes)
+    w = rng.integers(-127, 128, (rows, lanes))
+    x = rng.integers(-128, 128, lanes)
+    bias = rng.integers(-2**20, 2**20, rows)
+    mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows)))
+    expected = [int(v) for v in requant(w @ x + bias, (mult, shift), 16)]
+    taken, left = [], []
+
+    async def driver(ctx):
+        ctx.set(dut.out.ready, 1)
+        ctx.set(dut.cmd.payload.rows, rows)
+        ctx.set(dut.cmd.payload.beats, 1)
+        ctx.set(dut.cmd.payload.out_bits, OutBits.INT16)
+        ctx.set(dut.cmd.valid, 1)
+        await ctx.tick().until(dut.cmd.ready)
+        ctx.set(dut.cmd.valid, 0)
+        ctx.set(dut.vec.payload, [int(v) for v in x])
+        ctx.set(dut.vec.valid, 1)
+        await ctx.tick().until(dut.vec.ready)
+        ctx.set(dut.vec.valid, 0)
+        for r in range(rows):
+            ctx.set(dut.rowparam.payload.bias, int(bias[r]))
+            ctx.set(dut.rowparam.payload.mult, int(mult[r]))
+            ctx.set(dut.rowparam.payload.shift, int(shift[r]))
+            ctx.set(dut.rowparam.valid, 1)
+            ctx.set(dut.weights.payload, [int(v) for v in w[r]])
+            ctx.set(dut.weights.valid, 1)
+            await ctx.tick().until(dut.weights.ready)
+        ctx.set(dut.weights.valid, 0)
+        ctx.set(dut.rowparam.valid, 0)
+
+    async def monitor(ctx):
+        cycle = 0
+        while len(left) < rows:
+            _, _, wv, wr, ov, value = await ctx.tick().sample(
+                dut.weights.valid, dut.weights.ready, dut.out.valid, dut.out.payload.value)
+            if wv and wr:
+                taken.append(cycle)
+            if ov:
+                left.append((cycle, int(value)))
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(driver)
+    sim.add_testbench(monitor)
+    sim.run_until(1e-8 * 2000)
+    assert [v for _, v in left] == expected
+    assert taken == list(range(taken[0], taken[0] + rows)), "a beat waited"
+    assert [c - t for (c, _), t in zip(left, taken, strict=True)] == \
+        [dut.result_latency] * rows

@@ -49,7 +49,8 @@ ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 16, "stre
             "vector_width": 4}
 
 
-@pytest.mark.parametrize("name", ["accept", "reject", "backtrack"])
+@pytest.mark.parametrize("name", [pytest.param("accept", marks=pytest.mark.slow), "reject",
+                                  "backtrack"])
 def test_engine_scenarios_with_stalls(tiny_scenarios, name, tmp_path):
     scenarios, delimiter, eos = tiny_scenarios
     record = run_scenario(scenarios[name], delimiter, eos, ENGINE_A, STALLS, seed=11,
@@ -65,6 +66,7 @@ def test_engine_scenarios_with_stalls(tiny_scenarios, name, tmp_path):
         assert kinds.count("init") == 2
 
 
+@pytest.mark.slow
 def test_engine_at_other_parallelism(tiny_scenarios, tmp_path):
     scenarios, delimiter, eos = tiny_scenarios
     smooth = run_scenario(scenarios["backtrack"], delimiter, eos, ENGINE_B, SMOOTH, seed=12,
@@ -85,12 +87,14 @@ def run_core(params, stimulus, prompt, draft, *, seed):
     assert (result.tests, result.failed) == (1, 0)
 
 
+@pytest.mark.slow
 def test_core_greedy_tokens():
     run_core({"preset": "test-small", "seed": 2, "lanes": 32, "stream_bytes": 8,
               "heads_parallel": 4, "weight_buffer": 512, "vector_width": 8}, STALLS,
              [5, 77, 130], 2, seed=3)
 
 
+@pytest.mark.slow
 def test_core_with_more_layers_than_the_0_5b():
     """26 layers: more operators than an 8-bit sequence counter holds."""
     run_core({"preset": "test-deep", "seed": 1, "lanes": 32, "stream_bytes": 32,
@@ -115,6 +119,7 @@ def test_full_size_layer_token():
              Stimulus(latency=90), [5, 77], 0, seed=4)
 
 
+@pytest.mark.slow
 def test_out_of_vocab_host_token_sets_the_status():
     result = run_cocotb("draft_engine", "heteroreason.sim.verify.tb.engine_tb",
                         params={"preset": "test-deep", "seed": 1, "capacity": 64, "lanes": 32,

@@ -10,13 +10,15 @@ TESTS_PER_RUN = 6  # 3 scenarios + 3 random traffic profiles
 PARAMS = {"capacity": 512, "token_width": 16, "max_in_flight": 4}
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [pytest.param(1, marks=pytest.mark.slow), 2,
+                                  pytest.param(3, marks=pytest.mark.slow)])
 def test_frontend(simulator, seed):
     result = run_cocotb("kv_frontend", TB, params=PARAMS, simulator=simulator, seed=seed,
                         stimulus=Stimulus(random_events=10_000))
     assert (result.tests, result.failed) == (TESTS_PER_RUN, 0)
 
 
+@pytest.mark.slow
 def test_frontend_one_sample_in_flight(simulator):
     params = PARAMS | {"max_in_flight": 1, "token_width": 8}
     result = run_cocotb("kv_frontend", TB, params=params, simulator=simulator, seed=4,

@@ -59,7 +59,8 @@ def test_rmsnorm(width, tmp_path):
     replay("rmsnorm", {"max_length": max_length, "width": width}, [phase], tmp_path, seed=21)
 
 
-@pytest.mark.parametrize("preset, width", [("test-tiny", 1), ("test-0.5b-layer", 8)])
+@pytest.mark.parametrize("preset, width", [
+    ("test-tiny", 1), pytest.param("test-0.5b-layer", 8, marks=pytest.mark.slow)])
 def test_rope(preset, width, tmp_path):
     model = seeded_model(preset, 1)
     hd = model.config.head_dim
@@ -80,7 +81,8 @@ def test_rope(preset, width, tmp_path):
            [phase], tmp_path, seed=22)
 
 
-@pytest.mark.parametrize("heads, head_dim, width", [(1, 16, 1), (3, 8, 4)])
+@pytest.mark.parametrize("heads, head_dim, width", [
+    pytest.param(1, 16, 1, marks=pytest.mark.slow), (3, 8, 4)])
 def test_attention(heads, head_dim, width, tmp_path):
     layers, kv_heads, max_context = 2, 2, 48
     rng = np.random.default_rng(23 + heads)

@@ -1,0 +1,147 @@
+"""Registered arithmetic for pipelines that never stall (their producers hold back by credit):
+an adder tree registered every two levels, and the requantization ``sat(rshift_round(acc * mult,
+shift), bits)`` of :mod:`heteroreason.model.numerics.qwen2_int8` split over registered stages
+sized for a 300 MHz UltraScale+ (18x18 partial products, registered twice; short carry
+chains; saturation from sign-bit tests rather than wide comparators).
+
+Each function takes the input's ``valid`` and returns the registered results with their
+``valid``; the latencies are module functions, the one definition the timing model reads.
+"""
+
+from __future__ import annotations
+
+import math
+
+from amaranth.hdl import Cat, Const, Signal, Value, signed, unsigned
+
+__all__ = [
+    "REQUANT_LATENCY",
+    "delay",
+    "requantize_pipelined",
+    "tree_latency",
+    "tree_sum_pipelined",
+]
+
+TREE_LEVELS_PER_STAGE = 2
+REQUANT_LATENCY = 9  # cycles from the accumulator register to the saturated result register
+
+
+def tree_latency(terms: int) -> int:
+    """Registered stages of :func:`tree_sum_pipelined` over ``terms`` terms."""
+    if isinstance(terms, bool) or not isinstance(terms, int) or terms < 1:
+        raise ValueError(f"terms must be a positive integer, not {terms!r}")
+    return math.ceil(math.ceil(math.log2(terms)) / TREE_LEVELS_PER_STAGE) if terms > 1 else 0
+
+
+def delay(m, value, cycles: int, *, name: str = "delayed", reset_less: bool = False):
+    """``value`` registered ``cycles`` times (``reset_less`` for data, which needs no reset)."""
+    value = Value.cast(value)
+    for k in range(cycles):
+        reg = Signal(value.shape(), name=f"{name}{k}", reset_less=reset_less)
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
+
+
+def tree_sum_pipelined(m, terms, *, name: str = "tree"):
+    """The sum of ``terms`` as a balanced adder tree with a register after every two levels
+    (:func:`tree_latency` stages)."""
+    level = [Value.cast(t) for t in terms]
+    if not level:
+        raise ValueError("tree_sum_pipelined needs at least one term")
+    depth = 0
+    while len(level) > 1:
+        level = [level[k] + level[k + 1] if k + 1 < len(level) else level[k]
+                 for k in range(0, len(level), 2)]
+        depth += 1
+        if depth % TREE_LEVELS_PER_STAGE == 0 or len(level) == 1:
+            regs = []
+            for k, value in enumerate(level):
+                reg = Signal(value.shape(), name=f"{name}_l{depth}_{k}", reset_less=True)
+                m.d.sync += reg.eq(value)
+                regs.append(reg)
+            level = regs
+    return level[0]
+
+
+def _all_equal_to_sign(value, low: int):
+    """``value[low:]`` all ones and all zeros (two flags)."""
+    high = value[low:]
+    return high.all(), ~high.any()
+
+
+def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32),
+                         name: str = "rq"):
+    """``sat(rshift_round(acc * mult, shift), widths[bits_select])`` in :data:`REQUANT_LATENCY`
+    registered stages (data registers without reset, so that the multiplies' registers pack into
+    the DSPs), for a signed ``acc`` of at most 48 bits, an unsigned 31-bit ``mult`` and
+    a ``shift`` in 1..63 (``quant_multiplier``'s range). Returns the signed 32-bit result
+    (``acc``, ``mult``, ``shift`` and ``bits_select`` must be registers of the same cycle)."""
+    if len(acc) > 48 or len(mult) > 31:
+        raise ValueError("requantize_pipelined takes at most a 48-bit accumulator and a "
+                         "31-bit multiplier")
+    a = Signal(signed(48), name=f"{name}_a")
+    m.d.comb += a.eq(acc)
+    # 17-bit pieces: every partial product fits an 18x18 signed multiplier (ECP5's MULT18X18D;
+    # a DSP48E2 takes 27x18)
+    a_parts = (a[:17], a[17:34], a[34:].as_signed())
+    m_parts = (mult[:17], mult[17:31])
+
+    def reg(value, label, shape=None):
+        r = Signal(shape or Value.cast(value).shape(), name=f"{name}_{label}", reset_less=True)
+        m.d.sync += r.eq(value)
+        return r
+
+    # stages 1-2: six partial products, each registered twice (the multiplier's M and P)
+    pp = {(i, j): reg(reg(x * y, f"m{i}{j}"), f"p{i}{j}")
+          for i, x in enumerate(a_parts) for j, y in enumerate(m_parts)}
+    # the shift less one (1..63 -> 0..62) and the output width travel beside the products
+    amount = Signal(6, name=f"{name}_amount")
+    m.d.comb += amount.eq(shift - 1)
+    ctrl = [reg(reg(Cat(amount, bits_select), "c1"), "c2")]
+    # stage 3: the pairs of each piece of the accumulator, a_i * mult
+    rows = [reg(pp[i, 0] + (pp[i, 1] << 17), f"s{i}", signed(50) if i == 2 else unsigned(49))
+            for i in range(3)]
+    ctrl.append(reg(ctrl[-1], "c3"))
+    # stage 4: the two upper rows together; stage 5: the full product (low 17 bits: row 0's)
+    upper = reg(rows[1] + (rows[2] << 17), "u", signed(68))
+    low = reg(rows[0], "low", unsigned(49))
+    ctrl.append(reg(ctrl[-1], "c4"))
+    high = Signal(signed(70), name=f"{name}_high")
+    m.d.comb += high.eq(low[17:] + upper)
+    full = reg(Cat(low[:17], high), "full", signed(87))
+    ctrl.append(reg(ctrl[-1], "c5"))
+    # stages 6-7: t = full >> (shift - 1), by eights then by ones (each a short mux tree);
+    # rshift_round is then (t + 1) >> 1
+    coarse = reg(full >> Cat(Const(0, 3), ctrl[-1][3:6]), "coarse", signed(87))
+    ctrl.append(reg(ctrl[-1], "c6"))
+    t = reg(coarse >> ctrl[-1][:3], "t", signed(87))
+    bits_t = reg(ctrl[-1][6:], "c7")
+    # stage 8: does t fit in (b + 2) signed bits? and the rounded small value
+    over_pos = Signal(name=f"{name}_over_pos")
+    over_neg = Signal(name=f"{name}_over_neg")
+    for k, width in enumerate(widths):
+        ones, zeros = _all_equal_to_sign(t, width + 1)
+        with m.If(bits_t == k):
+            m.d.comb += [over_pos.eq(~t[-1] & ~zeros), over_neg.eq(t[-1] & ~ones)]
+    small_width = max(widths) + 2
+    rounded = Signal(signed(small_width + 1), name=f"{name}_rounded")
+    m.d.comb += rounded.eq((t[:small_width].as_signed() + 1) >> 1)
+    r = reg(rounded, "r")
+    flags = reg(Cat(over_pos, over_neg), "flags")
+    bits_r = reg(bits_t, "c8")
+    # stage 9: saturate
+    out = Signal(signed(32), name=f"{name}_out", reset_less=True)
+    for k, width in enumerate(widths):
+        hi_lim, lo_lim = (1 << (width - 1)) - 1, -(1 << (width - 1))
+        ones, zeros = _all_equal_to_sign(r, width - 1)
+        fits = ones | zeros
+        with m.If(bits_r == k):
+            with m.If(flags[0] | (~fits & ~r[-1])):
+                m.d.sync += out.eq(hi_lim)
+            with m.Elif(flags[1] | (~fits & r[-1])):
+                m.d.sync += out.eq(lo_lim)
+            with m.Else():
+                m.d.sync += out.eq(r)
+    return out
+

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Timing evidence for exported tops: UltraScale+ logic depth and ECP5 place-and-route Fmax.
+
+    python scripts/timing_report.py --top mvu --param lanes=8 --param max_beats=16 --ecp5
+    python scripts/timing_report.py --set small --ecp5          # every top at a small size
+    python scripts/timing_report.py --top decoder_core --preset test-small --clock-mhz 300
+
+For each top it prints the most logic levels between two registers of the
+``synth_xilinx -family xcup`` netlist (LUTs, carry bits, the path's start and end), the budget
+for the clock on an UltraScale+ (Xilinx report_failfast's LUT budgeting; see
+sim/flow/logic_depth.py), and with --ecp5 the Fmax nextpnr-ecp5 reaches on the ECP5 part and
+its critical path. Exit status 2 on a bad top, parameter, part or speed grade, or a design that
+does not fit the part; 1 when a top misses the budget or the ECP5 target (with --check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from heteroreason.sim.flow.export import TOPS, ExportError, build_top, parse_params
+from heteroreason.sim.flow.logic_depth import LUT_NS_ULTRASCALE_PLUS, lut_budget
+from heteroreason.sim.flow.timing import (
+    ECP5_PARTS,
+    ECP5_SPEED_GRADES,
+    TimingError,
+    ecp5_pnr,
+    ultrascale_depth,
+)
+from heteroreason.sim.flow.timing_set import TIMING_SETS
+
+SHORTCUTS = {"--preset": "preset", "--macs-per-cycle": "lanes", "--stream-bytes": "stream_bytes",
+             "--heads-parallel": "heads_parallel", "--vector-width": "vector_width"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--top", help=f"one of {', '.join(TOPS)}")
+    which.add_argument("--set", choices=sorted(TIMING_SETS),
+                       help="a named list of tops and parameters (sim/flow/timing_set.py)")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    for flag, name in SHORTCUTS.items():
+        parser.add_argument(flag, dest=name, metavar=name.upper(),
+                            help=f"same as --param {name}=...")
+    parser.add_argument("--clock-mhz", type=float, default=300.0,
+                        help="UltraScale+ clock the LUT budget is for (default 300)")
+    parser.add_argument("--us-speed-grade", type=int, default=2, metavar="G",
+                        help=f"UltraScale+ speed grade -G, one of "
+                             f"{', '.join(map(str, LUT_NS_ULTRASCALE_PLUS))} (default 2)")
+    parser.add_argument("--ecp5", action="store_true",
+                        help="also place and route on ECP5 with nextpnr-ecp5")
+    parser.add_argument("--part", default="85k", help=f"ECP5 part, one of {', '.join(ECP5_PARTS)}")
+    parser.add_argument("--speed", type=int, default=8,
+                        help=f"ECP5 speed grade, one of {', '.join(map(str, ECP5_SPEED_GRADES))}")
+    parser.add_argument("--target-mhz", type=float, default=150.0,
+                        help="ECP5 clock to aim for (default 150)")
+    parser.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    parser.add_argument("--yosys", metavar="PATH", help="a native Yosys for synth_xilinx")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when a top misses the LUT budget or the ECP5 target")
+    args = parser.parse_args(argv)
+
+    try:
+        budget = lut_budget(args.clock_mhz * 1e6, speed_grade=args.us_speed_grade)
+        if args.ecp5 and args.part not in ECP5_PARTS:
+            raise TimingError(f"unknown ECP5 part {args.part!r}; choose one of "
+                              f"{', '.join(ECP5_PARTS)}")
+        if args.ecp5 and args.speed not in ECP5_SPEED_GRADES:
+            raise TimingError(f"ECP5 speed grade must be one of "
+                              f"{', '.join(map(str, ECP5_SPEED_GRADES))}, not {args.speed}")
+        if args.top:
+            given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
+                     if getattr(args, name) is not None]
+            jobs = [(args.top, given + args.param)]
+        else:
+            jobs = [(top, [f"{k}={v}" for k, v in params.items()])
+                    for top, params in TIMING_SETS[args.set]]
+        jobs = [(top, parse_params(top, assignments)) for top, assignments in jobs]
+    except (ExportError, TimingError, ValueError) as exc:
+        print(f"timing_report: error: {exc}", file=sys.stderr)
+        return 2
+
+    print(f"UltraScale+ -{args.us_speed_grade} at {args.clock_mhz:g} MHz: budget {budget} "
+          f"levels (LUTs + carry bits/8 + 1 per non-flip-flop end)")
+    missed = 0
+    for top, params in jobs:
+        shown = ", ".join(f"{k}={v}" for k, v in params.items() if v != TOPS[top].defaults[k])
+        label = f"{top}({shown})"
+        try:
+            component = build_top(top, params)
+            depth = ultrascale_depth(component, top, yosys=args.yosys)
+            line = (f"{label:<44} levels {depth.levels:>3} (LUT {depth.lut_levels}, carry "
+                    f"{depth.carry_bits} b)  longest chain {depth.longest_carry_bits} b  "
+                    f"DSP {depth.dsps} ({depth.unregistered_dsps} unregistered)  "
+                    f"{'ok' if depth.within(budget) else 'OVER'}  {depth.start} -> {depth.end}")
+            print(line, flush=True)
+            missed += not depth.within(budget)
+            if args.ecp5:
+                pnr = ecp5_pnr(build_top(top, params), top, part=args.part,
+                               speed_grade=args.speed, target_mhz=args.target_mhz,
+                               seed=args.seed)
+                print(f"{'':<44} ECP5 {pnr.part} speed {pnr.speed_grade}: {pnr.fmax_mhz:.1f} MHz "
+                      f"({'ok' if pnr.meets_target else 'BELOW'} {pnr.target_mhz:g})  "
+                      f"path {pnr.logic_cells} cells, logic {pnr.logic_ns:.2f} ns + routing "
+                      f"{pnr.routing_ns:.2f} ns  {pnr.start} -> {pnr.end}  "
+                      f"[LUT {pnr.luts}, FF {pnr.ffs}, MULT {pnr.multipliers}, EBR {pnr.ebr}; "
+                      f"LUTs mapped by {pnr.lut_mapper}]",
+                      flush=True)
+                missed += not pnr.meets_target
+        except (ExportError, TimingError) as exc:
+            print(f"timing_report: error: {exc}", file=sys.stderr)
+            return 2
+        except (RuntimeError, ValueError) as exc:
+            print(f"timing_report: {label}: {exc}", file=sys.stderr)
+            return 1
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

