@@ -70,53 +70,61 @@ def _all_equal_to_sign(value, low: int):
     return high.all(), ~high.any()
 
 
-def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32),
+def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32), en=None,
                          name: str = "rq"):
     """``sat(rshift_round(acc * mult, shift), widths[bits_select])`` in :data:`REQUANT_LATENCY`
     registered stages (data registers without reset, so that the multiplies' registers pack into
     the DSPs), for a signed ``acc`` of at most 48 bits, an unsigned 31-bit ``mult`` and
     a ``shift`` in 1..63 (``quant_multiplier``'s range). Returns the signed 32-bit result
-    (``acc``, ``mult``, ``shift`` and ``bits_select`` must be registers of the same cycle)."""
+    (``acc``, ``mult``, ``shift`` and ``bits_select`` must be registers of the same cycle).
+    With ``en`` the stages advance only while it is high (a pipeline that stalls as a whole)."""
     if len(acc) > 48 or len(mult) > 31:
         raise ValueError("requantize_pipelined takes at most a 48-bit accumulator and a "
                          "31-bit multiplier")
-    a = Signal(signed(48), name=f"{name}_a")
+    a = Signal(signed(max(len(acc), 18)), name=f"{name}_a")
     m.d.comb += a.eq(acc)
     # 17-bit pieces: every partial product fits an 18x18 signed multiplier (ECP5's MULT18X18D;
-    # a DSP48E2 takes 27x18)
-    a_parts = (a[:17], a[17:34], a[34:].as_signed())
+    # a DSP48E2 takes 27x18); the top piece is signed
+    cuts = list(range(0, len(a), 17))
+    a_parts = [a[lo:lo + 17] if lo + 17 < len(a) else a[lo:].as_signed() for lo in cuts]
     m_parts = (mult[:17], mult[17:31])
 
     def reg(value, label, shape=None):
         r = Signal(shape or Value.cast(value).shape(), name=f"{name}_{label}", reset_less=True)
-        m.d.sync += r.eq(value)
+        if en is None:
+            m.d.sync += r.eq(value)
+        else:
+            with m.If(en):
+                m.d.sync += r.eq(value)
         return r
 
-    # stages 1-2: six partial products, each registered twice (the multiplier's M and P)
+    # stages 1-2: the partial products, each registered twice (the multiplier's M and P)
     pp = {(i, j): reg(reg(x * y, f"m{i}{j}"), f"p{i}{j}")
           for i, x in enumerate(a_parts) for j, y in enumerate(m_parts)}
+    # stage 3: the rows a_i * mult
+    rows = [reg(pp[i, 0] + (pp[i, 1] << 17), f"s{i}",
+                signed(50) if i == len(a_parts) - 1 else unsigned(49))
+            for i in range(len(a_parts))]
+    # stage 4: the rows above the first together; stage 5: the full product (low 17 bits:
+    # row 0's)
+    upper = rows[1] + (rows[2] << 17) if len(rows) == 3 else rows[1] if len(rows) == 2 else 0
+    upper = reg(upper, "u", signed(68))
+    low = reg(rows[0], "low", signed(50) if len(rows) == 1 else unsigned(49))
+    high = Signal(signed(70), name=f"{name}_high")
+    m.d.comb += high.eq(low[17:].as_signed() + upper if len(rows) == 1 else low[17:] + upper)
+    full = reg(Cat(low[:17], high), "full", signed(87))
     # the shift less one (1..63 -> 0..62) and the output width travel beside the products
     amount = Signal(6, name=f"{name}_amount")
     m.d.comb += amount.eq(shift - 1)
-    ctrl = [reg(reg(Cat(amount, bits_select), "c1"), "c2")]
-    # stage 3: the pairs of each piece of the accumulator, a_i * mult
-    rows = [reg(pp[i, 0] + (pp[i, 1] << 17), f"s{i}", signed(50) if i == 2 else unsigned(49))
-            for i in range(3)]
-    ctrl.append(reg(ctrl[-1], "c3"))
-    # stage 4: the two upper rows together; stage 5: the full product (low 17 bits: row 0's)
-    upper = reg(rows[1] + (rows[2] << 17), "u", signed(68))
-    low = reg(rows[0], "low", unsigned(49))
-    ctrl.append(reg(ctrl[-1], "c4"))
-    high = Signal(signed(70), name=f"{name}_high")
-    m.d.comb += high.eq(low[17:] + upper)
-    full = reg(Cat(low[:17], high), "full", signed(87))
-    ctrl.append(reg(ctrl[-1], "c5"))
+    ctrl = reg(Cat(amount, bits_select), "c0")
+    for k in range(1, 5):
+        ctrl = reg(ctrl, f"c{k}")
     # stages 6-7: t = full >> (shift - 1), by eights then by ones (each a short mux tree);
     # rshift_round is then (t + 1) >> 1
-    coarse = reg(full >> Cat(Const(0, 3), ctrl[-1][3:6]), "coarse", signed(87))
-    ctrl.append(reg(ctrl[-1], "c6"))
-    t = reg(coarse >> ctrl[-1][:3], "t", signed(87))
-    bits_t = reg(ctrl[-1][6:], "c7")
+    coarse = reg(full >> Cat(Const(0, 3), ctrl[3:6]), "coarse", signed(87))
+    ctrl = reg(ctrl, "c5")
+    t = reg(coarse >> ctrl[:3], "t", signed(87))
+    bits_t = reg(ctrl[6:], "c6")
     # stage 8: does t fit in (b + 2) signed bits? and the rounded small value
     over_pos = Signal(name=f"{name}_over_pos")
     over_neg = Signal(name=f"{name}_over_neg")
@@ -129,19 +137,20 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
     m.d.comb += rounded.eq((t[:small_width].as_signed() + 1) >> 1)
     r = reg(rounded, "r")
     flags = reg(Cat(over_pos, over_neg), "flags")
-    bits_r = reg(bits_t, "c8")
+    bits_r = reg(bits_t, "c7")
     # stage 9: saturate
-    out = Signal(signed(32), name=f"{name}_out", reset_less=True)
+    value = Signal(signed(32), name=f"{name}_value")
     for k, width in enumerate(widths):
         hi_lim, lo_lim = (1 << (width - 1)) - 1, -(1 << (width - 1))
         ones, zeros = _all_equal_to_sign(r, width - 1)
         fits = ones | zeros
+        # t beyond b + 2 bits decides alone (then r holds truncated bits); else r's own range
         with m.If(bits_r == k):
-            with m.If(flags[0] | (~fits & ~r[-1])):
-                m.d.sync += out.eq(hi_lim)
+            with m.If(flags[0] | (~flags[1] & ~fits & ~r[-1])):
+                m.d.comb += value.eq(hi_lim)
             with m.Elif(flags[1] | (~fits & r[-1])):
-                m.d.sync += out.eq(lo_lim)
+                m.d.comb += value.eq(lo_lim)
             with m.Else():
-                m.d.sync += out.eq(r)
-    return out
+                m.d.comb += value.eq(r)
+    return reg(value, "out")
 

@@ -1,18 +1,27 @@
 """RMSNorm unit: int16 residual in, int8 normalized activations out, by the integer reference's
 rules (:mod:`heteroreason.model.numerics.qwen2_int8`, *RMSNorm*)."""
 
-from amaranth.hdl import Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.numerics.qwen2_int8 import RSQRT
 from heteroreason.rtl.compare import equals
-from heteroreason.rtl.decoder.arith import requantize, round_shift, tree_sum
+from heteroreason.rtl.decoder.pipeline import (
+    REQUANT_LATENCY,
+    delay,
+    requantize_pipelined,
+    tree_latency,
+    tree_sum_pipelined,
+)
 
-__all__ = ["RmsNorm"]
+__all__ = ["DIVIDER_CYCLES", "EMIT_LATENCY", "SCALE_CYCLES", "RmsNorm", "square_latency"]
 
-_IDLE, _SUM, _DIVIDE, _SCALE, _EMIT = range(5)
+_IDLE, _SUM, _DRAIN, _DIVIDE, _SCALE, _EMIT = range(6)
 _SUM_BITS = 48
+DIVIDER_CYCLES = _SUM_BITS + 1  # a quotient bit a cycle, then var = quotient + eps_q
+SCALE_CYCLES = 5  # bit length, the even shift, the mantissa, the table read, its register
+EMIT_LATENCY = 7 + REQUANT_LATENCY  # from an element issued to its result on ``y``
 
 
 class RmsNorm(wiring.Component):
@@ -42,11 +51,15 @@ class RmsNorm(wiring.Component):
 
     Latency
     -------
-    ``n / width`` cycles in, 48 divider cycles, 1 cycle for the table, then ``n`` cycles out.
+    ``n / width`` cycles in, :func:`square_latency` for the last squares to reach the total,
+    :data:`DIVIDER_CYCLES` for the division, :data:`SCALE_CYCLES` for the reciprocal square
+    root, then ``n`` elements issued a cycle each, each on ``y`` :data:`EMIT_LATENCY` cycles
+    after its issue.
 
     Throughput
     ----------
-    ``width`` elements per cycle in, one per cycle out (each needs its own gain beat).
+    ``width`` elements per cycle in, one per cycle out (each needs its own gain beat); the
+    output pipeline stalls as a whole while ``y`` is held back.
     """
 
     def __init__(self, *, max_length, width=1):
@@ -81,103 +94,172 @@ class RmsNorm(wiring.Component):
         m.submodules.buffer = buffer = memory.Memory(
             shape=data.ArrayLayout(signed(16), width), depth=self.max_length // width, init=[])
         write = buffer.write_port()
-        read = buffer.read_port(domain="comb")
+        read = buffer.read_port()
         m.submodules.table = table = memory.Memory(shape=unsigned(24), depth=256,
                                                    init=[int(v) for v in RSQRT])
-        lookup = table.read_port(domain="comb")
+        lookup = table.read_port()
 
-        state = Signal(range(5))
+        state = Signal(range(6))
         length = Signal(range(self.max_length + 1))
         eps_q = Signal(unsigned(32))
         index = Signal(range(self.max_length + 1))  # elements in or out
         row = Signal(range(self.max_length // width + 1))  # buffer rows
         lane = Signal(range(max(width, 2)))  # the element out within its row
         total = Signal(unsigned(_SUM_BITS))
-        # restoring division total // length
-        remainder = Signal(unsigned(_SUM_BITS + 1))
+        # restoring division total // length: the remainder stays below the divisor
+        remainder = Signal(range(2 * self.max_length + 1))
         quotient = Signal(unsigned(_SUM_BITS))
+        dividend = Signal(unsigned(_SUM_BITS))  # total, shifted out from the top
         bit = Signal(range(_SUM_BITS + 1))
         var = Signal(unsigned(_SUM_BITS + 1))
+        step = Signal(range(SCALE_CYCLES + 1))
+        e = Signal(range(_SUM_BITS + 2))
+        s = Signal(signed(8))
+        mant = Signal(unsigned(8))
         inv = Signal(unsigned(24))
-        amount = Signal(signed(8))  # 8 + s/2: the shift that yields Q.15
+        amount = Signal(range(32))  # 8 + s/2 (4..29): the shift that yields Q.15
 
-        m.d.comb += [read.addr.eq(row), write.addr.eq(row), write.data.eq(self.x.payload)]
+        m.d.comb += [write.addr.eq(row), write.data.eq(self.x.payload)]
+
+        # the squares' pipeline (it never stalls: x is always ready while summing)
+        take = Signal()
+        squares = [Signal(unsigned(32), name=f"square{k}", reset_less=True) for k in range(width)]
+        squares_p = [Signal(unsigned(32), name=f"square_p{k}", reset_less=True)
+                     for k in range(width)]
+        x_in = Signal(data.ArrayLayout(signed(16), width), reset_less=True)
+        m.d.sync += x_in.eq(self.x.payload)  # the multipliers' A and B registers
+        for k in range(width):
+            m.d.sync += [squares[k].eq(x_in[k] * x_in[k]), squares_p[k].eq(squares[k])]
+        summed = tree_sum_pipelined(m, squares_p, name="squares")
+        in_sum = delay(m, take, square_latency(width), name="sum_valid")
+        pending = Signal(square_latency(width))
+        m.d.sync += pending.eq(Cat(take, pending[:-1]))
+        with m.If(in_sum):
+            m.d.sync += total.eq(total + summed)
+
+        # the output pipeline: it advances as a whole while its last stage is empty or leaving
+        advance = Signal()
+        valid = Signal(EMIT_LATENCY)
+        tag = Signal(EMIT_LATENCY)
+        issue = Signal()
+        issue_last = Signal()
+        m.d.comb += advance.eq(~valid[-1] | self.y.ready)
+        with m.If(advance):
+            m.d.sync += [valid.eq(Cat(issue, valid[:-1])), tag.eq(Cat(issue_last, tag[:-1]))]
+
+        def stage(value, name, shape=None):
+            reg = Signal(shape or Value.cast(value).shape(), name=name, reset_less=True)
+            with m.If(advance):
+                m.d.sync += reg.eq(value)
+            return reg
 
         with m.If(equals(state, _IDLE)):
-            m.d.comb += self.cmd.ready.eq(1)
-            with m.If(self.cmd.valid):
+            # a new vector once the previous one has left (its elements use inv and amount)
+            m.d.comb += self.cmd.ready.eq(~valid.any())
+            with m.If(self.cmd.valid & ~valid.any()):
                 m.d.sync += [length.eq(self.cmd.payload.length),
                              eps_q.eq(self.cmd.payload.eps_q), index.eq(0), row.eq(0),
                              total.eq(0), state.eq(_SUM)]
 
         with m.If(equals(state, _SUM)):
-            m.d.comb += [self.x.ready.eq(1), write.en.eq(self.x.valid)]
+            m.d.comb += [self.x.ready.eq(1), write.en.eq(self.x.valid), take.eq(self.x.valid)]
             with m.If(self.x.valid):
-                squares = Signal(unsigned(32 + (width - 1).bit_length()))
-                m.d.comb += squares.eq(tree_sum(self.x.payload[k] * self.x.payload[k]
-                                                for k in range(width)))
-                m.d.sync += [total.eq(total + squares), index.eq(index + width),
-                             row.eq(row + 1)]
+                m.d.sync += [index.eq(index + width), row.eq(row + 1)]
                 with m.If(index == length - width):
-                    m.d.sync += [state.eq(_DIVIDE), remainder.eq(0), quotient.eq(0),
-                                 bit.eq(_SUM_BITS)]
+                    m.d.sync += state.eq(_DRAIN)
+
+        # the last squares into the total, then the division
+        with m.If(equals(state, _DRAIN) & ~pending.any() & ~in_sum):
+            m.d.sync += [state.eq(_DIVIDE), remainder.eq(0), quotient.eq(0),
+                         dividend.eq(total), bit.eq(_SUM_BITS)]
 
         with m.If(equals(state, _DIVIDE)):
             with m.If(bit != 0):
-                position = Signal(range(_SUM_BITS))
-                shifted = Signal(unsigned(_SUM_BITS + 1))
-                m.d.comb += [position.eq(bit - 1),
-                             shifted.eq((remainder << 1) | total.bit_select(position, 1))]
+                shifted = Signal(range(2 * self.max_length + 1))
+                m.d.comb += shifted.eq(Cat(dividend[-1], remainder))
                 with m.If(shifted >= length):
                     m.d.sync += [remainder.eq(shifted - length),
-                                 quotient.eq(quotient | (Const(1, _SUM_BITS) << position))]
+                                 quotient.eq(Cat(1, quotient[:-1]))]
                 with m.Else():
-                    m.d.sync += remainder.eq(shifted)
-                m.d.sync += bit.eq(bit - 1)
+                    m.d.sync += [remainder.eq(shifted), quotient.eq(Cat(0, quotient[:-1]))]
+                m.d.sync += [bit.eq(bit - 1), dividend.eq(dividend << 1)]
             with m.Else():
-                m.d.sync += [var.eq(quotient + eps_q), state.eq(_SCALE)]
+                m.d.sync += [var.eq(quotient + eps_q), state.eq(_SCALE), step.eq(0)]
 
         with m.If(equals(state, _SCALE)):
-            # e = bit_length(var); s = e - 8 rounded up to even; m = var >> s (or << -s)
-            e = Signal(range(_SUM_BITS + 2))
-            for i in range(_SUM_BITS + 1):
-                with m.If(var.bit_select(i, 1)):
-                    m.d.comb += e.eq(i + 1)
-            s = Signal(signed(8))
-            m.d.comb += s.eq(e - 8 + ((e - 8) & 1))
-            mant = Signal(unsigned(8))
-            with m.If(s >= 0):
-                m.d.comb += mant.eq(var >> s.as_unsigned())
-            with m.Else():
-                m.d.comb += mant.eq(var << (-s).as_unsigned())
-            m.d.comb += lookup.addr.eq(mant)
-            m.d.sync += [inv.eq(lookup.data), amount.eq(8 + (s >> 1)), index.eq(0),
-                         row.eq(0), lane.eq(0), state.eq(_EMIT)]
+            # e = bit_length(var); s = e - 8 rounded up to even; m = var >> s (or << -s); the
+            # table; a step a cycle
+            m.d.sync += step.eq(step + 1)
+            with m.Switch(step):
+                with m.Case(0):
+                    m.d.sync += e.eq(bit_length(m, var))
+                with m.Case(1):
+                    m.d.sync += s.eq(e - 8 + ((e - 8) & 1))
+                with m.Case(2):
+                    with m.If(s >= 0):
+                        m.d.sync += mant.eq(var >> s.as_unsigned())
+                    with m.Else():
+                        m.d.sync += mant.eq(var << (-s).as_unsigned())
+                    m.d.sync += amount.eq(8 + (s >> 1))
+                with m.Case(3):
+                    m.d.comb += [lookup.addr.eq(mant), lookup.en.eq(1)]
+                with m.Case(4):
+                    m.d.sync += [inv.eq(lookup.data), index.eq(0), row.eq(0), lane.eq(0),
+                                 state.eq(_EMIT)]
 
-        with m.If(equals(state, _EMIT)):
-            scaled = Signal(signed(16 + 25))
-            element = Signal(signed(16))
-            if width > 1:
-                m.d.comb += element.eq(read.data.as_value().word_select(lane, 16).as_signed())
-            else:
-                m.d.comb += element.eq(read.data[0])
-            m.d.comb += scaled.eq(element * inv)
-            normalized = Signal(signed(16 + 25 + 1))
-            with m.If(amount >= 1):
-                m.d.comb += normalized.eq(round_shift(m, scaled, amount.as_unsigned()))
-            with m.Else():
-                m.d.comb += normalized.eq(scaled << (-amount).as_unsigned())
-            value = requantize(m, normalized, self.gain.payload.mult, self.gain.payload.shift, 8)
-            m.d.comb += [
-                self.y.valid.eq(self.gain.valid),
-                self.y.payload.value.eq(value),
-                self.y.payload.last.eq(index == length - 1),
-                self.gain.ready.eq(self.y.ready),
-            ]
-            with m.If(self.y.valid & self.y.ready):
+        with m.If(equals(state, _EMIT)):  # issue each element with its gain beat
+            final = index == length - 1
+            m.d.comb += [self.gain.ready.eq(advance), issue.eq(self.gain.valid),
+                         issue_last.eq(self.gain.valid & final)]
+            with m.If(advance & self.gain.valid):
                 m.d.sync += [index.eq(index + 1), lane.eq(lane + 1)]
                 with m.If(equals(lane, width - 1)):
                     m.d.sync += [lane.eq(0), row.eq(row + 1)]
-                with m.If(index == length - 1):
+                with m.If(final):
                     m.d.sync += state.eq(_IDLE)
+        m.d.comb += [read.addr.eq(row), read.en.eq(advance)]
+
+        # stage 1: the buffer row, the lane, the gain; 2: the element; 3-4: element * inv as two
+        # registered partial products; 5: their sum; 6: its shift less one; 7: rounded
+        lane_1 = stage(lane, "lane_1")
+        mult, shift = self.gain.payload.mult, self.gain.payload.shift
+        for n in range(1, 8):
+            mult, shift = stage(mult, f"mult_{n}"), stage(shift, f"shift_{n}")
+        if width > 1:
+            element = stage(read.data.as_value().word_select(lane_1, 16).as_signed(),
+                            "element", signed(16))
+        else:
+            element = stage(read.data[0], "element", signed(16))
+        low = stage(stage(element * inv[:17], "scaled_lo_m"), "scaled_lo_p")
+        high = stage(stage(element * inv[17:], "scaled_hi_m"), "scaled_hi_p")
+        scaled = stage(low + (high << 17), "scaled", signed(16 + 25))
+        amount_m1 = Signal(5)
+        m.d.comb += amount_m1.eq(amount - 1)
+        shifted = stage(scaled >> amount_m1, "shifted", signed(16 + 25))
+        normalized = stage((shifted + 1) >> 1, "normalized", signed(16 + 25))
+        value = requantize_pipelined(m, normalized, mult, shift, Const(0, 2), widths=(8,),
+                                     en=advance, name="out")
+        m.d.comb += [self.y.valid.eq(valid[-1]), self.y.payload.value.eq(value),
+                     self.y.payload.last.eq(tag[-1])]
         return m
+
+
+def square_latency(width: int) -> int:
+    """Cycles from a beat on ``x`` to its squares in the total: the beat registered, the
+    products' M and P registers and the registered adder tree."""
+    return 3 + tree_latency(width)
+
+
+def bit_length(m, value):
+    """``value.bit_length()`` as a one-hot-free priority encoder: groups of eight bits, each
+    with its own short priority chain, and the highest non-empty group."""
+    groups = [value[k:k + 8] for k in range(0, len(value), 8)]
+    result = Signal(range(len(value) + 1), name="bit_length")
+    for g, bits in enumerate(groups):
+        local = Signal(range(9), name=f"bit_length{g}")
+        for i in range(len(bits)):
+            with m.If(bits[i]):
+                m.d.comb += local.eq(i + 1)
+        with m.If(bits.any()):
+            m.d.comb += result.eq(8 * g + local)
+    return result

@@ -1,6 +1,6 @@
 """RoPE unit: rotates one head vector by the integer phase tables of the reference."""
 
-from amaranth.hdl import Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -8,7 +8,13 @@ from heteroreason.model.numerics.qwen2_int8 import COS, ROPE_BITS, SIN
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.arith import saturate
 
-__all__ = ["Rope"]
+__all__ = ["LATENCY", "Rope"]
+
+# cycles from a beat issued to the pipeline to its rotation on ``y``: the buffer and increment
+# reads, the increments registered, the phase's two products (M and P registers) and sum, the
+# table read and its register, the two rotation products (M and P), their sum, rounding and
+# saturation
+LATENCY = 11
 
 
 class Rope(wiring.Component):
@@ -39,11 +45,14 @@ class Rope(wiring.Component):
 
     Latency
     -------
-    A head's first beat out the cycle after its last beat in.
+    A head's beats enter the output pipeline from the cycle after its last beat in, and each
+    leaves :data:`LATENCY` cycles after it entered.
 
     Throughput
     ----------
-    ``width`` elements per cycle in and out, alternately: ``2 head_dim / width`` cycles a head.
+    ``width`` elements per cycle in and out, alternately: ``2 head_dim / width`` cycles a head
+    (the next head loads while the previous one drains); the pipeline stalls as a whole while
+    ``y`` is held back.
     """
 
     def __init__(self, *, head_dim, increments, max_position, width=1):
@@ -86,20 +95,20 @@ class Rope(wiring.Component):
         vector = data.ArrayLayout(signed(8), width)
         m.submodules.buffer = buffer = memory.Memory(shape=vector, depth=beats, init=[])
         write = buffer.write_port()
-        own = buffer.read_port(domain="comb")
-        partner = buffer.read_port(domain="comb")
+        own = buffer.read_port()
+        partner = buffer.read_port()
         # the increments of the frequencies of one beat, a row each (at least two rows: a
         # one-row memory would have a zero-width address)
         m.submodules.increments = incs = memory.Memory(
             shape=data.ArrayLayout(unsigned(32), width), depth=max(half_beats, 2),
             init=[list(self._increments[b * width:(b + 1) * width]) for b in range(half_beats)])
-        inc = incs.read_port(domain="comb")
+        inc = incs.read_port()
         m.submodules.cos = cos_rom = memory.Memory(shape=signed(16), depth=2**ROPE_BITS,
                                                    init=[int(v) for v in COS])
         m.submodules.sin = sin_rom = memory.Memory(shape=signed(16), depth=2**ROPE_BITS,
                                                    init=[int(v) for v in SIN])
-        cos_rds = [cos_rom.read_port(domain="comb") for _ in range(width)]
-        sin_rds = [sin_rom.read_port(domain="comb") for _ in range(width)]
+        cos_rds = [cos_rom.read_port() for _ in range(width)]
+        sin_rds = [sin_rom.read_port() for _ in range(width)]
 
         position = Signal(range(self._max_position + 1))
         have_position = Signal()
@@ -107,10 +116,31 @@ class Rope(wiring.Component):
         index = Signal(range(beats + 1))  # beats of the head
         last = Signal()
 
-        m.d.comb += self.cmd.ready.eq(~have_position)
-        with m.If(self.cmd.valid & ~have_position):
+        # the output pipeline advances as a whole while its last stage is empty or leaving
+        advance = Signal()
+        valid = Signal(LATENCY)
+        tag = Signal(LATENCY)  # the final beat of the final head
+        issue = Signal()
+        issue_last = Signal()
+        m.d.comb += advance.eq(~valid[-1] | self.y.ready)
+        with m.If(advance):
+            m.d.sync += [valid.eq(Cat(issue, valid[:-1])), tag.eq(Cat(issue_last, tag[:-1]))]
+
+        def stage(value, name, shape=None):
+            reg = Signal(shape or Value.cast(value).shape(), name=name, reset_less=True)
+            with m.If(advance):
+                m.d.sync += reg.eq(value)
+            return reg
+
+        # a new position once the previous command's last beat has been issued and has left
+        # the pipeline (its beats use the position on the way)
+        m.d.comb += self.cmd.ready.eq(~have_position & ~valid.any())
+        with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += [position.eq(self.cmd.payload), have_position.eq(1)]
 
+        second = index >= half_beats
+        freq = Signal(range(max(half_beats, 2)))
+        m.d.comb += freq.eq(index - second * half_beats)
         with m.If(loading):
             m.d.comb += [self.x.ready.eq(have_position), write.addr.eq(index),
                          write.data.eq(self.x.payload.value),
@@ -119,33 +149,50 @@ class Rope(wiring.Component):
                 m.d.sync += index.eq(index + 1)
                 with m.If(equals(index, beats - 1)):
                     m.d.sync += [index.eq(0), loading.eq(0), last.eq(self.x.payload.last)]
-        with m.Else():
-            second = index >= half_beats
-            freq = Signal(range(max(half_beats, 2)))
-            m.d.comb += freq.eq(index - second * half_beats)
-            m.d.comb += [inc.addr.eq(freq), own.addr.eq(index),
-                         partner.addr.eq(freq + (~second) * half_beats)]
-            for k in range(width):
-                phase = Signal(unsigned(32), name=f"phase{k}")
-                m.d.comb += phase.eq(position * inc.data[k] + (1 << (31 - ROPE_BITS)))
-                m.d.comb += [cos_rds[k].addr.eq(phase[32 - ROPE_BITS:]),
-                             sin_rds[k].addr.eq(phase[32 - ROPE_BITS:])]
-                mine, other = own.data[k], partner.data[k]
-                c, s = cos_rds[k].data, sin_rds[k].data
-                mixed = Signal(signed(26), name=f"mixed{k}")
-                with m.If(second):  # x2' = x2 C + x1 S
-                    m.d.comb += mixed.eq(mine * c + other * s)
-                with m.Else():      # x1' = x1 C - x2 S
-                    m.d.comb += mixed.eq(mine * c - other * s)
-                rounded = Signal(signed(27), name=f"rounded{k}")
-                m.d.comb += rounded.eq((mixed + Const(1 << 13, 15)) >> 14)
-                m.d.comb += self.y.payload.value[k].eq(saturate(m, rounded, 8))
+        with m.Else():  # issue the head's beats into the pipeline, then load the next head
             final = equals(index, beats - 1)
-            m.d.comb += [self.y.valid.eq(1), self.y.payload.last.eq(final & last)]
-            with m.If(self.y.ready):
+            m.d.comb += [issue.eq(1), issue_last.eq(final & last)]
+            with m.If(advance):
                 m.d.sync += index.eq(index + 1)
                 with m.If(final):
                     m.d.sync += [index.eq(0), loading.eq(1)]
                     with m.If(last):
                         m.d.sync += have_position.eq(0)
+        # stage 1: the beat, its partner and the increments (synchronous reads)
+        m.d.comb += [inc.addr.eq(freq), own.addr.eq(index),
+                     partner.addr.eq(freq + (~second) * half_beats),
+                     inc.en.eq(advance), own.en.eq(advance), partner.en.eq(advance)]
+        second_1 = stage(second, "second_1")
+        for k in range(width):
+            # stages 2: the increments; 3-4: pos * inc mod 2**32 from two registered partial
+            # products; 5: their sum
+            inc_k = stage(inc.data[k], f"inc{k}")  # the multipliers' B register
+            lo = stage(stage(position * inc_k[:17], f"lo_m{k}"), f"lo_p{k}")
+            hi = stage(stage(position * inc_k[17:], f"hi_m{k}"), f"hi_p{k}")
+            phase = stage((lo + (hi << 17))[:32], f"phase{k}", unsigned(32))
+            # stage 6: the tables at ((phase + 2**21) >> 22) mod 1024
+            table_index = Signal(ROPE_BITS, name=f"table_index{k}")
+            m.d.comb += [table_index.eq((phase[31 - ROPE_BITS:] + 1)[1:ROPE_BITS + 1]),
+                         cos_rds[k].addr.eq(table_index), sin_rds[k].addr.eq(table_index),
+                         cos_rds[k].en.eq(advance), sin_rds[k].en.eq(advance)]
+            mine, other, sub = own.data[k], partner.data[k], ~second_1
+            for n in range(2, 8):
+                mine = stage(mine, f"mine{n}_{k}")
+                other = stage(other, f"other{n}_{k}")
+            for n in range(2, 9):
+                sub = stage(sub, f"sub{n}_{k}")
+            # stage 7: the table entries registered (the multipliers' A and B registers: a
+            # block RAM's output is slow); 8-9: the two products; 10: x1 C - x2 S or
+            # x2 C + x1 S; 11: round and saturate
+            c = stage(cos_rds[k].data, f"cos{k}")
+            s = stage(sin_rds[k].data, f"sin{k}")
+            cc = stage(stage(mine * c, f"mc_m{k}"), f"mc_p{k}")
+            ss = stage(stage(other * s, f"os_m{k}"), f"os_p{k}")
+            sub = stage(sub, f"sub9_{k}")
+            mixed = stage(Mux(sub, cc - ss, cc + ss), f"mixed{k}", signed(26))
+            rounded = Signal(signed(27), name=f"rounded{k}")
+            m.d.comb += rounded.eq((mixed + Const(1 << 13, 15)) >> 14)
+            out = stage(saturate(m, rounded, 8), f"out{k}")
+            m.d.comb += self.y.payload.value[k].eq(out)
+        m.d.comb += [self.y.valid.eq(valid[-1]), self.y.payload.last.eq(tag[-1])]
         return m

@@ -113,6 +113,7 @@ class Sequencer:
         self.phase = Signal(range(8))
         self.i = Signal(range(max(c.vocab, c.ffn, 256) + 1))
         self.j = Signal(range(max(c.vocab, c.ffn, 256) + 1))
+        self.k = Signal(range(c.ffn + 1))  # SwiGLU results stored (they trail ``j``)
         self.lane = Signal(range(p.lanes + 1))
         self.head = Signal(range(max(c.heads, 1) + 1))
         self.beat = Signal(data.ArrayLayout(signed(8), p.lanes))
@@ -133,7 +134,7 @@ class Sequencer:
         return out
 
     def _counters(self):
-        return [self.phase.eq(0), self.i.eq(0), self.j.eq(0), self.lane.eq(0),
+        return [self.phase.eq(0), self.i.eq(0), self.j.eq(0), self.k.eq(0), self.lane.eq(0),
                 self.head.eq(0), self.have.eq(0)]
 
     def reset(self) -> None:
@@ -251,8 +252,9 @@ class Sequencer:
             self._sink(op)
             with m.If(mvu.out.valid & mvu.out.ready):
                 m.d.sync += j.eq(j + 1)
-                with m.If(mvu.out.payload.last):
-                    self.next_op(op)
+                if op.sink is not Sink.SWIGLU:
+                    with m.If(mvu.out.payload.last):
+                        self.next_op(op)
 
     def _sink(self, op: Operator) -> None:
         """Where the matrix-vector results go, one a cycle (``j`` counts them)."""
@@ -269,7 +271,7 @@ class Sequencer:
             m.d.comb += [total.eq(sp.load_element(sp.rd1, sp.start[op.dst] + j) + value),
                          mvu.out.ready.eq(1)]
             sp.store_element(sp.start[op.dst] + j, saturate(m, total, 16), mvu.out.valid)
-        elif op.sink is Sink.SWIGLU:  # x[j] = swiglu(g[j], up[j]) as up[j] leaves
+        elif op.sink is Sink.SWIGLU:  # x[k] = swiglu(g[k], up[k]), g read as up[j] leaves
             swiglu = self.units.swiglu
             gate = sp.load_element(sp.rd1, sp.start["g"] + j)
             m.d.comb += [swiglu.x.valid.eq(mvu.out.valid),
@@ -277,7 +279,12 @@ class Sequencer:
                          swiglu.x.payload.up.eq(value[:8]),
                          swiglu.x.payload.last.eq(last),
                          mvu.out.ready.eq(swiglu.x.ready), swiglu.y.ready.eq(1)]
-            sp.store_element(sp.start[op.dst] + j, swiglu.y.payload.value, swiglu.y.valid)
+            # the unit's results trail its inputs by its pipeline: ``k`` counts them
+            sp.store_element(sp.start[op.dst] + self.k, swiglu.y.payload.value, swiglu.y.valid)
+            with m.If(swiglu.y.valid):
+                m.d.sync += self.k.eq(self.k + 1)
+                with m.If(swiglu.y.payload.last):
+                    self.next_op(op)
         else:
             m.d.comb += mvu.out.ready.eq(1)
             sp.store_element(sp.start[op.dst] + j, value, mvu.out.valid)

@@ -1,12 +1,14 @@
 """SwiGLU unit: ``act = requant8(SILU[gate] * up)`` with a loadable 256-entry SiLU table."""
 
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.rtl.decoder.arith import requantize
+from heteroreason.rtl.decoder.pipeline import REQUANT_LATENCY, requantize_pipelined
 
-__all__ = ["SwiGlu"]
+__all__ = ["LATENCY", "SwiGlu"]
+
+LATENCY = 2 + 2 + REQUANT_LATENCY
 
 
 class SwiGlu(wiring.Component):
@@ -25,11 +27,13 @@ class SwiGlu(wiring.Component):
 
     Latency
     -------
-    Combinational from ``x`` to ``y``.
+    :data:`LATENCY` cycles from a beat taken on ``x`` to its result on ``y``: the table read
+    and its register, the product (a multiplier with its M and P registers) and the
+    requantizer's stages.
 
     Throughput
     ----------
-    One element per cycle.
+    One element per cycle; the pipeline stalls as a whole while ``y`` is held back.
     """
 
     def __init__(self):
@@ -47,7 +51,7 @@ class SwiGlu(wiring.Component):
         m = Module()
         m.submodules.silu = silu = memory.Memory(shape=signed(16), depth=256, init=[])
         write = silu.write_port()
-        read = silu.read_port(domain="comb")
+        read = silu.read_port()
         mult = Signal(unsigned(31))
         shift = Signal(unsigned(6), init=1)
 
@@ -60,15 +64,30 @@ class SwiGlu(wiring.Component):
         with m.If(self.params.valid):
             m.d.sync += [mult.eq(self.params.payload.mult), shift.eq(self.params.payload.shift)]
 
-        index = Signal(unsigned(8))
-        m.d.comb += [index.eq(self.x.payload.gate.as_unsigned() ^ 0x80), read.addr.eq(index)]
-        product = Signal(signed(24))
-        m.d.comb += product.eq(read.data * self.x.payload.up)
-        value = requantize(m, product, mult, shift, 8)
+        # the stages advance together while the last is empty or handing its result over
+        advance = Signal()
+        valid = Signal(LATENCY)
+        last = Signal(LATENCY)
+        m.d.comb += [advance.eq(~valid[-1] | self.y.ready), self.x.ready.eq(advance)]
+        with m.If(advance):
+            m.d.sync += [valid.eq(Cat(self.x.valid, valid[:-1])),
+                         last.eq(Cat(self.x.payload.last, last[:-1]))]
+        # stage 1: the table read and the up value; 2: both registered again (the multiplier's
+        # A and B registers: a block RAM's output is slow); 3-4: the product
+        m.d.comb += [read.addr.eq(self.x.payload.gate.as_unsigned() ^ 0x80), read.en.eq(advance)]
+        up = Signal(signed(8), reset_less=True)
+        up_2 = Signal(signed(8), reset_less=True)
+        silu_2 = Signal(signed(16), reset_less=True)
+        product_m = Signal(signed(24), reset_less=True)
+        product = Signal(signed(24), reset_less=True)
+        with m.If(advance):
+            m.d.sync += [up.eq(self.x.payload.up), up_2.eq(up), silu_2.eq(read.data),
+                         product_m.eq(silu_2 * up_2), product.eq(product_m)]
+        value = requantize_pipelined(m, product, mult, shift, Const(0, 2), widths=(8,),
+                                     en=advance, name="act")
         m.d.comb += [
-            self.y.valid.eq(self.x.valid),
+            self.y.valid.eq(valid[-1]),
             self.y.payload.value.eq(value),
-            self.y.payload.last.eq(self.x.payload.last),
-            self.x.ready.eq(self.y.ready),
+            self.y.payload.last.eq(last[-1]),
         ]
         return m

@@ -49,7 +49,7 @@ class IoRing(Elaboratable):
                 m.d.comb += value.eq(chain[offset:offset + len(value)])
                 offset += len(value)
         level = [Signal(len(v), name=f"capture{k}") for k, v in enumerate(outputs)]
-        for capture, value in zip(level, outputs):
+        for capture, value in zip(level, outputs, strict=True):
             m.d.sync += capture.eq(value)
         bits = Cat(*level) if level else self.din
         while len(bits) > 1:

@@ -118,11 +118,11 @@ def _rank(entry: tuple) -> tuple[int, bool]:
     return _levels(entry), entry[4] != "constant"
 
 
-def _packable(conns: Mapping, ff_q: set[int], loads: Mapping) -> bool:
+def _packable(conns: Mapping, ff_q: set[int], input_ports: set[int], loads: Mapping) -> bool:
     """A DSP whose data inputs all come straight from flip-flops and whose product goes
     straight into flip-flops: Vivado packs those into its A/B and M/P registers (Yosys maps
     DSP48E2 without packing them)."""
-    inputs_registered = all(not isinstance(b, int) or b in ff_q
+    inputs_registered = all(not isinstance(b, int) or b in ff_q or b in input_ports
                             for p in _DSP_DATA_INPUTS for b in conns.get(p, []))
     outputs_registered = all((t in _FF_TYPES or t.startswith("SRL")) and port == "D"
                              for b in conns.get("P", []) if isinstance(b, int)
@@ -183,11 +183,15 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
                     loads.setdefault(b, []).append((cell["type"], p))
                 elif cell["type"] in _FF_TYPES and p == "Q":
                     ff_q.add(b)
+    input_ports: set[int] = set()
     for port in module.get("ports", {}).values():
-        if port["direction"] != "input":
-            for b in port["bits"]:
-                if isinstance(b, int):
-                    loads.setdefault(b, []).append(("port", ""))
+        for b in port["bits"]:
+            if not isinstance(b, int):
+                continue
+            if port["direction"] == "input":
+                input_ports.add(b)
+            else:
+                loads.setdefault(b, []).append(("port", ""))
 
     for cell in module.get("cells", {}).values():
         ctype = cell["type"]
@@ -213,7 +217,7 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
             counts["dsp"] += 1
             params = cell.get("parameters", {})
             registered = any(_param_int(params.get(r, 0)) for r in _DSP_REGS)
-            if registered or _packable(conns, ff_q, loads):
+            if registered or _packable(conns, ff_q, input_ports, loads):
                 for bit in outs:
                     sources[bit] = (0, 0, 1, bit, ctype, False)
                 for bit in ins:
@@ -233,7 +237,7 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
         elif kind == "lutram":
             counts["lutram"] += 1
             addr = [b for p, bits in conns.items() if directions.get(p) == "input"
-                    and (p.startswith("ADDR") or p.startswith("A") and p[1:].isdigit()
+                    and (p.startswith("ADDR") or (p.startswith("A") and p[1:].isdigit())
                          or p in ("A", "RADR", "DPRA"))
                     for b in bits if isinstance(b, int)]
             for p, bits in conns.items():

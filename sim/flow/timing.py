@@ -21,12 +21,12 @@ from heteroreason.sim.flow.logic_depth import DepthReport, PathEnd, netlist_dept
 from heteroreason.sim.flow.toolchain import SimulatorNotFound, yowasp_tool
 
 __all__ = [
+    "DEFAULT_TIMING_ROOT",
     "ECP5_PARTS",
     "ECP5_SPEED_GRADES",
-    "DEFAULT_TIMING_ROOT",
     "Ecp5Part",
-    "PnrReport",
     "PathStep",
+    "PnrReport",
     "TimingError",
     "ecp5_pnr",
     "ultrascale_depth",

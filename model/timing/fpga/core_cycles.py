@@ -23,8 +23,14 @@ from dataclasses import dataclass, fields, replace
 
 from heteroreason.model.numerics.qwen2_config import Qwen2Config
 from heteroreason.rtl.decoder.mvu import result_latency
-from heteroreason.rtl.decoder.operators import Operator, Unit, token_operators
+from heteroreason.rtl.decoder.operators import Operator, Sink, Unit, token_operators
 from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.rtl.decoder.rmsnorm import DIVIDER_CYCLES as NORM_DIVIDER_CYCLES
+from heteroreason.rtl.decoder.rmsnorm import EMIT_LATENCY as NORM_EMIT_LATENCY
+from heteroreason.rtl.decoder.rmsnorm import SCALE_CYCLES as NORM_SCALE_CYCLES
+from heteroreason.rtl.decoder.rmsnorm import square_latency
+from heteroreason.rtl.decoder.rope import LATENCY as ROPE_LATENCY
+from heteroreason.rtl.decoder.swiglu import LATENCY as SWIGLU_LATENCY
 
 __all__ = ["OVERHEADS", "CoreTiming", "Overheads", "cycles_to_ms"]
 
@@ -36,7 +42,7 @@ class Overheads:
 
     first_beat: float = 5.0  # from the token to its first weight beat, beyond the latency
     embed: float = 28.0
-    norm: float = 49.0  # the divider's 48 cycles and the table
+    norm: float = 2.0  # the state changes around the divider and the scaling
     vector_load: float = 0.0
     matvec: float = 0.0
     rope: float = 44.0
@@ -100,9 +106,13 @@ class CoreTiming:
         if op.unit is Unit.EMBED:
             return c.hidden + beats(c.hidden) + o.embed, 0
         if op.unit is Unit.NORM:
-            return c.hidden // v + c.hidden + o.norm, 0  # rows in, elements out
+            # rows in, the last squares summed, the division, the reciprocal square root, the
+            # elements issued, the last one through the output pipeline
+            return (c.hidden // v + square_latency(v) + 1 + NORM_DIVIDER_CYCLES
+                    + NORM_SCALE_CYCLES + c.hidden + NORM_EMIT_LATENCY + o.norm), 0
         if op.unit is Unit.ROPE:
-            return 2 * getattr(c, op.heads) * hd // v + o.rope, 0  # each head in, then out
+            # each head in, then out; the last head's rotations leave the unit's pipeline
+            return 2 * getattr(c, op.heads) * hd // v + o.rope + ROPE_LATENCY, 0
         if op.unit is Unit.KV_WRITE:
             return c.kv_heads * (2 * hd // v + 1) + o.kv_write, 0
         if op.unit is Unit.ATTENTION:
@@ -139,7 +149,10 @@ class CoreTiming:
             active = max(0.0, until - max(t, first))
             delivered = min(delivered + active, consumed + cap, total)
 
-        for name, compute, mv_beats in self.operators(position, keep_logits=keep_logits):
+        sinks = [op.sink for _, op in token_operators(self.config.layers,
+                                                      keep_logits=keep_logits)]
+        for (name, compute, mv_beats), sink in zip(
+                self.operators(position, keep_logits=keep_logits), sinks, strict=True):
             if name == "embed":  # its row is the stream's first data
                 rows = -(-self.config.hidden // p.lanes) * r
                 start = max(t, first + rows)
@@ -158,6 +171,8 @@ class CoreTiming:
                 stream(first)
                 t = first
             duration = max(float(mv_beats), need - (delivered - consumed)) + o.matvec + drain
+            if sink is Sink.SWIGLU:  # the operator ends with the SwiGLU unit's last result
+                duration += SWIGLU_LATENCY
             consumed += need  # the buffer frees as it drains: the stream runs on meanwhile
             stream(t + duration)
             delivered = max(delivered, consumed)
