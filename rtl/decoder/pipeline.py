@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 TREE_LEVELS_PER_STAGE = 2
-REQUANT_LATENCY = 9  # cycles from the accumulator register to the saturated result register
+REQUANT_LATENCY = 10  # cycles from the accumulator register to the saturated result register
 
 
 def tree_latency(terms: int) -> int:
@@ -98,14 +98,16 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
                 m.d.sync += r.eq(value)
         return r
 
-    # stages 1-2: the partial products, each registered twice (the multiplier's M and P)
-    pp = {(i, j): reg(reg(x * y, f"m{i}{j}"), f"p{i}{j}")
+    # stage 1: each multiplier's own copy of its operands (its A and B registers, placed
+    # beside it: one register driving six multipliers is a long route); 2-3: the partial
+    # products, each registered twice (the multiplier's M and P)
+    pp = {(i, j): reg(reg(reg(x, f"a{i}{j}") * reg(y, f"b{i}{j}"), f"m{i}{j}"), f"p{i}{j}")
           for i, x in enumerate(a_parts) for j, y in enumerate(m_parts)}
-    # stage 3: the rows a_i * mult
+    # stage 4: the rows a_i * mult
     rows = [reg(pp[i, 0] + (pp[i, 1] << 17), f"s{i}",
                 signed(50) if i == len(a_parts) - 1 else unsigned(49))
             for i in range(len(a_parts))]
-    # stage 4: the rows above the first together; stage 5: the full product (low 17 bits:
+    # stage 5: the rows above the first together; stage 6: the full product (low 17 bits:
     # row 0's)
     upper = rows[1] + (rows[2] << 17) if len(rows) == 3 else rows[1] if len(rows) == 2 else 0
     upper = reg(upper, "u", signed(68))
@@ -117,15 +119,15 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
     amount = Signal(6, name=f"{name}_amount")
     m.d.comb += amount.eq(shift - 1)
     ctrl = reg(Cat(amount, bits_select), "c0")
-    for k in range(1, 5):
+    for k in range(1, 6):
         ctrl = reg(ctrl, f"c{k}")
-    # stages 6-7: t = full >> (shift - 1), by eights then by ones (each a short mux tree);
+    # stages 7-8: t = full >> (shift - 1), by eights then by ones (each a short mux tree);
     # rshift_round is then (t + 1) >> 1
     coarse = reg(full >> Cat(Const(0, 3), ctrl[3:6]), "coarse", signed(87))
-    ctrl = reg(ctrl, "c5")
+    ctrl = reg(ctrl, "c6")
     t = reg(coarse >> ctrl[:3], "t", signed(87))
-    bits_t = reg(ctrl[6:], "c6")
-    # stage 8: does t fit in (b + 2) signed bits? and the rounded small value
+    bits_t = reg(ctrl[6:], "c7")
+    # stage 9: does t fit in (b + 2) signed bits? and the rounded small value
     over_pos = Signal(name=f"{name}_over_pos")
     over_neg = Signal(name=f"{name}_over_neg")
     for k, width in enumerate(widths):
@@ -137,8 +139,8 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
     m.d.comb += rounded.eq((t[:small_width].as_signed() + 1) >> 1)
     r = reg(rounded, "r")
     flags = reg(Cat(over_pos, over_neg), "flags")
-    bits_r = reg(bits_t, "c7")
-    # stage 9: saturate
+    bits_r = reg(bits_t, "c8")
+    # stage 10: saturate
     value = Signal(signed(32), name=f"{name}_value")
     for k, width in enumerate(widths):
         hi_lim, lo_lim = (1 << (width - 1)) - 1, -(1 << (width - 1))

@@ -32,7 +32,7 @@ class ArgmaxSampler(wiring.Component):
 
     Latency
     -------
-    The token is offered the cycle after the last logit.
+    The token is offered two cycles after the last logit (the winner, then its marks).
 
     Throughput
     ----------
@@ -74,11 +74,22 @@ class ArgmaxSampler(wiring.Component):
         best = Signal(signed(32))
         best_index = Signal(range(self.vocab))
         full = Signal()
+        marking = Signal()
         result = Signal(self.token.payload.shape())
-        m.d.comb += [self.token.valid.eq(full), self.logits.ready.eq(~full),
+        m.d.comb += [self.token.valid.eq(full), self.logits.ready.eq(~full & ~marking),
                      self.token.payload.eq(result)]
         with m.If(self.token.valid & self.token.ready):
             m.d.sync += full.eq(0)
+        # the marks of the winner a cycle after it is known (the comparison chain and the
+        # equality tests would be one long path)
+        m.d.sync += marking.eq(0)
+        with m.If(marking):
+            is_delimiter = 0
+            for t in self.delimiters:
+                is_delimiter = is_delimiter | equals(result.token, t)
+            eos = equals(result.token, self.eos)
+            m.d.sync += [result.step_end.eq(is_delimiter | eos), result.eos.eq(eos),
+                         full.eq(1)]
         with m.If(self.logits.valid & self.logits.ready):
             value = self.logits.payload.value
             first = index == 0
@@ -89,12 +100,7 @@ class ArgmaxSampler(wiring.Component):
                 m.d.comb += winner.eq(index)
                 m.d.sync += [best.eq(value), best_index.eq(index)]
             with m.If(self.logits.payload.last):
-                m.d.sync += [full.eq(1), index.eq(0), result.token.eq(winner)]
-                is_delimiter = 0
-                for t in self.delimiters:
-                    is_delimiter = is_delimiter | equals(winner, t)
-                eos = equals(winner, self.eos)
-                m.d.sync += [result.step_end.eq(is_delimiter | eos), result.eos.eq(eos)]
+                m.d.sync += [marking.eq(1), index.eq(0), result.token.eq(winner)]
             with m.Else():
                 m.d.sync += index.eq(index + 1)
         return m

@@ -24,6 +24,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from heteroreason.model.timing.fpga.clock_basis import LUT_NS_ULTRASCALE_PLUS, lut_budget
+
 __all__ = [
     "LUT_NS_ULTRASCALE_PLUS",
     "DepthReport",
@@ -32,21 +34,7 @@ __all__ = [
     "netlist_depth",
 ]
 
-# ns per LUT (with its net) that report_failfast budgets for UltraScale+ by speed grade
-LUT_NS_ULTRASCALE_PLUS = {1: 0.350, 2: 0.300, 3: 0.250}
 CARRY_BITS_PER_LEVEL = 8
-
-
-def lut_budget(clock_hz: float, *, speed_grade: int = 2) -> int:
-    """Most logic levels a register-to-register path may hold at ``clock_hz`` on an
-    UltraScale+ of ``speed_grade`` (1, 2 or 3, i.e. -1/-2/-3)."""
-    if speed_grade not in LUT_NS_ULTRASCALE_PLUS:
-        raise ValueError(f"UltraScale+ speed grade must be one of "
-                         f"{', '.join(f'-{g}' for g in LUT_NS_ULTRASCALE_PLUS)}, "
-                         f"not -{speed_grade}")
-    if not clock_hz > 0:
-        raise ValueError(f"clock must be positive, not {clock_hz!r} Hz")
-    return math.floor(1e9 / clock_hz / LUT_NS_ULTRASCALE_PLUS[speed_grade] + 1e-9)
 
 
 @dataclass(frozen=True)

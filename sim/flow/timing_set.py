@@ -25,11 +25,18 @@ _SMALL = [
 TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
     # every top at a size the ECP5-85k holds
     "small": _SMALL,
-    # the datapath units at the widths of the design chosen for the U280 (896 MACs, vector
-    # width 32): logic depth only
+    # the decoder's units at the widths of the design chosen for the U280 (896 MACs, vector
+    # width 32, 7 heads a job; the attention's on-chip cache shrunk to one layer of 64 rows,
+    # which changes no datapath) and the control front end: logic depth only, the evidence
+    # the projection cites
     "u280": [
-        ("mvu", {"lanes": 896, "max_beats": 6, "max_rows": 4864}),
+        ("mvu", {"lanes": 896, "max_beats": 6, "max_rows": 151936}),
         ("rmsnorm", {"max_length": 896, "width": 32}),
+        ("rope", {"preset": "test-0.5b-layer", "width": 32}),
+        ("attention", {"head_dim": 64, "kv_heads": 2, "layers": 1, "max_context": 64,
+                       "heads": 7, "width": 32}),
+        ("swiglu", {}),
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643}),
+        ("kv_frontend", {"capacity": 4096}),
     ],
 }

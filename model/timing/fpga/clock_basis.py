@@ -1,0 +1,119 @@
+"""What backs a board's clock: the committed timing evidence of the decoder's units at the widths
+of the design chosen for the U280 (``scripts/timing_report.py --set u280 --write-evidence``),
+read against the LUT budget of the board's clock.
+
+The evidence file holds, per top, the logic levels of its UltraScale+ netlist
+(:mod:`heteroreason.sim.flow.logic_depth`) and the hash of the RTL code it came from (the
+calibration's :func:`~heteroreason.model.timing.fpga.calibration.rtl_hash`); a file from other
+RTL is reported as stale, never used silently.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from heteroreason.model.files import InputError, loads_json, read_text
+from heteroreason.model.timing.fpga.calibration import rtl_hash
+
+__all__ = ["EVIDENCE_FILE", "EVIDENCE_FORMAT", "LUT_NS_ULTRASCALE_PLUS", "ClockBasis",
+           "TopTiming", "clock_basis", "load_evidence", "lut_budget"]
+
+EVIDENCE_FILE = Path(__file__).parent / "data" / "timing_evidence.json"
+EVIDENCE_FORMAT = "heteroreason-timing/1"
+# ns per LUT and its net that Xilinx's report_failfast budgets on UltraScale+ by speed grade
+# (XilinxTclStore, tclapp/xilinx/designutils/report_failfast.tcl, "LUT budgeting")
+LUT_NS_ULTRASCALE_PLUS = {1: 0.350, 2: 0.300, 3: 0.250}
+
+
+def lut_budget(clock_hz: float, *, speed_grade: int = 2) -> int:
+    """Most logic levels a register-to-register path may hold at ``clock_hz`` on an
+    UltraScale+ of ``speed_grade`` (1, 2 or 3, i.e. -1/-2/-3): ``floor(period / t_LUT)``."""
+    if speed_grade not in LUT_NS_ULTRASCALE_PLUS:
+        raise ValueError(f"UltraScale+ speed grade must be one of "
+                         f"{', '.join(f'-{g}' for g in LUT_NS_ULTRASCALE_PLUS)}, "
+                         f"not -{speed_grade}")
+    if not clock_hz > 0:
+        raise ValueError(f"clock must be positive, not {clock_hz!r} Hz")
+    return math.floor(1e9 / clock_hz / LUT_NS_ULTRASCALE_PLUS[speed_grade] + 1e-9)
+
+
+@dataclass(frozen=True)
+class TopTiming:
+    """One top's measured logic depth (levels as :class:`~heteroreason.sim.flow.logic_depth.
+    DepthReport` counts them)."""
+
+    top: str
+    params: dict
+    levels: int
+    unregistered_dsps: int
+    start: str
+    end: str
+
+
+@dataclass(frozen=True)
+class ClockBasis:
+    """A board clock against the evidence: which units fit its budget and which do not."""
+
+    clock_hz: float
+    budget_levels: int
+    within: tuple[TopTiming, ...]
+    over: tuple[TopTiming, ...]
+    rtl_hash: str
+    stale: bool
+
+    @property
+    def backed(self) -> bool:
+        return not self.over and not self.stale
+
+    def summary(self) -> str:
+        mhz = f"{self.clock_hz / 1e6:g} MHz"
+        if self.stale:
+            return (f"{mhz}: assumed (the timing evidence is from other RTL, "
+                    f"{self.rtl_hash[:12]}; rerun scripts/timing_report.py --set u280 "
+                    "--write-evidence)")
+        names = ", ".join(f"{t.top} {t.levels}" for t in self.within)
+        text = f"{mhz}: within the {self.budget_levels}-level budget: {names or 'none'}"
+        if self.over:
+            text += "; over it: " + ", ".join(
+                f"{t.top} {t.levels}" + (f" ({t.unregistered_dsps} unregistered DSPs)"
+                                         if t.unregistered_dsps else "")
+                for t in self.over)
+            text += " -> the clock is not yet backed"
+        else:
+            text += " -> backed by the units' logic depth (not a routed design)"
+        return text
+
+
+def load_evidence(path: Path = EVIDENCE_FILE) -> tuple[str, tuple[TopTiming, ...]]:
+    """``(rtl hash, tops)`` of an evidence file; a clear error naming the file and field."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(str(path), "no timing evidence (run scripts/timing_report.py --set "
+                         "u280 --write-evidence)")
+    obj = loads_json(read_text(path), str(path))
+    if not isinstance(obj, dict):
+        raise InputError(str(path), f"must hold a JSON object, not {type(obj).__name__}")
+    for key in ("format", "rtl_hash", "tops"):
+        if key not in obj:
+            raise InputError(str(path), f"field {key!r} is missing")
+    if obj["format"] != EVIDENCE_FORMAT:
+        raise InputError(str(path), f"field 'format' must be {EVIDENCE_FORMAT}, "
+                                    f"not {obj['format']!r}")
+    tops = []
+    for k, entry in enumerate(obj["tops"]):
+        try:
+            tops.append(TopTiming(**{f: entry[f] for f in TopTiming.__dataclass_fields__}))
+        except (KeyError, TypeError) as exc:
+            raise InputError(str(path), f"tops[{k}] lacks or mistypes a field ({exc})") from None
+    return obj["rtl_hash"], tuple(tops)
+
+
+def clock_basis(clock_hz: float, path: Path = EVIDENCE_FILE) -> ClockBasis:
+    """The evidence for ``clock_hz``: each unit against its budget."""
+    recorded, tops = load_evidence(path)
+    budget = lut_budget(clock_hz)
+    within = tuple(t for t in tops if t.levels <= budget and not t.unregistered_dsps)
+    over = tuple(t for t in tops if t not in within)
+    return ClockBasis(clock_hz, budget, within, over, recorded, recorded != rtl_hash())
