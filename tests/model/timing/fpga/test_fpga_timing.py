@@ -19,6 +19,7 @@ from heteroreason.model.timing.fpga.calibration import (
 from heteroreason.model.timing.fpga.core_cycles import OVERHEADS, CoreTiming, cycles_to_ms
 from heteroreason.rtl.decoder.operators import OPERATORS
 from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.rtl.decoder.rmsnorm import square_latency
 
 SMALL = qwen2_config("test-small")
 
@@ -56,8 +57,10 @@ def test_vector_width_shortens_the_element_serial_operators():
 
     (one, t1), (eight, t8) = operators(1), operators(8)
     h = SMALL.hidden
-    # the norm reads 8 elements a cycle but still emits one a cycle (one gain each)
-    assert one["input_norm"] - eight["input_norm"] == h - h // 8
+    # the norm reads 8 elements a cycle but still emits one a cycle (one gain each); its
+    # squares' adder tree is two stages deeper at 8 lanes
+    assert one["input_norm"] - eight["input_norm"] == \
+        h - h // 8 + square_latency(1) - square_latency(8)
     assert one["rope_q"] - eight["rope_q"] == 2 * SMALL.q_dim * 7 // 8
     assert one["q_proj"] - eight["q_proj"] == h - h // 8
     assert t1 - t8 > SMALL.layers * (2 * (h - h // 8) + SMALL.ffn * 7 // 8)
