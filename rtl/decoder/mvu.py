@@ -154,7 +154,12 @@ class MatVecUnit(wiring.Component):
             self.out.payload.last.eq(results.r_data[32]),
             results.r_en.eq(self.out.ready),
         ]
-        m.d.sync += in_flight.eq(in_flight + take_last - leave)
+        # ``room``: the queue will hold one more result (registered: no comparison on the take
+        # path), i.e. ``in_flight < depth`` of this cycle
+        room = Signal(init=1)
+        next_in_flight = Signal(range(depth + 2))
+        m.d.comb += next_in_flight.eq(in_flight + take_last - leave)
+        m.d.sync += [in_flight.eq(next_in_flight), room.eq(next_in_flight < depth)]
 
         # stage 0: the taken weight beat, its vector beat read from the buffer, its row's tags
         take = Signal()
@@ -198,7 +203,7 @@ class MatVecUnit(wiring.Component):
             with m.State("RUN"):
                 # a row's parameters are taken with (or before) its first weight beat
                 cur_param = Mux(have_param, param.as_value(), self.rowparam.payload.as_value())
-                room = in_flight < depth
+
                 can_take = (have_param | self.rowparam.valid) & (~last_beat | room)
                 m.d.comb += [
                     self.busy.eq(1),
@@ -208,12 +213,14 @@ class MatVecUnit(wiring.Component):
                     take.eq(self.weights.valid & can_take),
                     take_last.eq(take & last_beat),
                 ]
+                # the beat and its tags are captured every cycle (no wide enable); s0.valid
+                # says whether they were taken
+                m.d.sync += [
+                    s0.first.eq(is_zero(beat)), s0.last.eq(last_beat),
+                    s0.final.eq(final_row), s0.bits.eq(out_bits), s0.param.eq(cur_param),
+                    s0_w.eq(self.weights.payload),
+                ]
                 with m.If(take):
-                    m.d.sync += [
-                        s0.first.eq(is_zero(beat)), s0.last.eq(last_beat),
-                        s0.final.eq(final_row), s0.bits.eq(out_bits), s0.param.eq(cur_param),
-                        s0_w.eq(self.weights.payload),
-                    ]
                     with m.If(last_beat):
                         m.d.sync += [beat.eq(0), have_param.eq(0), row.eq(row + 1),
                                      last_beat.eq(one_beat), final_row.eq(row + 2 == rows)]

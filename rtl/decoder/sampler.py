@@ -93,7 +93,12 @@ class ArgmaxSampler(wiring.Component):
         with m.If(self.logits.valid & self.logits.ready):
             value = self.logits.payload.value
             first = index == 0
-            better = first | (value > best)
+            # value > best from two 16-bit halves compared side by side (two short carry chains
+            # instead of one of 32 bits: the running maximum cannot be pipelined)
+            high_greater = value[16:].as_signed() > best[16:].as_signed()
+            high_equal = value[16:] == best[16:]
+            low_greater = value[:16] > best[:16]
+            better = first | high_greater | (high_equal & low_greater)
             winner = Signal(range(self.vocab))
             m.d.comb += winner.eq(best_index)
             with m.If(better):

