@@ -45,9 +45,10 @@ def test_pipelined_mvu_places_and_routes_above_150_mhz_on_ecp5(tmp_path):
 
 @pytest.mark.slow
 def test_a_design_too_big_for_the_part_names_the_resource():
-    result = run_script("--top", "mvu", "--param", "lanes=64", "--ecp5", "--part", "25k")
+    result = run_script("--top", "mvu", "--param", "lanes=24", "--param", "max_beats=2",
+                        "--param", "max_rows=8", "--ecp5", "--part", "25k")
     assert result.returncode == 2, result.stderr
-    assert "mvu does not fit the ECP5 LFE5U-25F: it needs 70 MULT18X18D, the part has 28" \
+    assert "mvu does not fit the ECP5 LFE5U-25F: it needs 30 MULT18X18D, the part has 28" \
         in result.stderr
 
 
@@ -92,7 +93,9 @@ def test_a_missing_tool_names_its_package(tmp_path, monkeypatch):
 # that this list stays true; the whole core and engine take minutes to synthesize (the
 # report's --set small covers them)
 NOT_YET_PIPELINED = {"attention"}
-UNITS = [(t, p) for t, p in TIMING_SETS["small"] if t not in ("decoder_core", "draft_engine")]
+# (one MVU: the wider ones are the same structure, and the report's --set small has them)
+UNITS = [(t, p) for t, p in TIMING_SETS["small"]
+         if t not in ("decoder_core", "draft_engine") and not (t == "mvu" and p["lanes"] > 8)]
 
 
 @pytest.mark.slow
