@@ -29,6 +29,7 @@ from heteroreason.sim.flow.timing import (
     ECP5_PARTS,
     ECP5_SPEED_GRADES,
     TimingError,
+    check_ecp5_options,
     ecp5_pnr,
     ultrascale_depth,
 )
@@ -75,12 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         budget = lut_budget(args.clock_mhz * 1e6, speed_grade=args.us_speed_grade)
-        if args.ecp5 and args.part not in ECP5_PARTS:
-            raise TimingError(f"unknown ECP5 part {args.part!r}; choose one of "
-                              f"{', '.join(ECP5_PARTS)}")
-        if args.ecp5 and args.speed not in ECP5_SPEED_GRADES:
-            raise TimingError(f"ECP5 speed grade must be one of "
-                              f"{', '.join(map(str, ECP5_SPEED_GRADES))}, not {args.speed}")
+        if args.ecp5:
+            check_ecp5_options(args.part, args.speed, args.target_mhz)
         if args.top:
             given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
                      if getattr(args, name) is not None]

@@ -29,6 +29,7 @@ __all__ = [
     "PathStep",
     "PnrReport",
     "TimingError",
+    "check_ecp5_options",
     "ecp5_pnr",
     "ultrascale_depth",
 ]
@@ -181,11 +182,8 @@ def _check_fit(stat: dict, part: Ecp5Part, top: str) -> dict[str, int]:
     return used
 
 
-def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_grade: int = 8,
-             target_mhz: float = 150.0, seed: int = 1, timeout_s: float = 1800,
-             root: Path = DEFAULT_TIMING_ROOT) -> PnrReport:
-    """Place and route ``component`` (inside an :class:`IoRing`) on an ECP5 with nextpnr-ecp5
-    and return the clock it reached (cached)."""
+def check_ecp5_options(part: str, speed_grade: int, target_mhz: float) -> None:
+    """Raise TimingError for an unknown part, speed grade or a target clock out of range."""
     if part not in ECP5_PARTS:
         raise TimingError(f"unknown ECP5 part {part!r}; choose one of {', '.join(ECP5_PARTS)}")
     if speed_grade not in ECP5_SPEED_GRADES:
@@ -193,6 +191,14 @@ def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_
                           f"{', '.join(map(str, ECP5_SPEED_GRADES))}, not {speed_grade!r}")
     if not 0 < target_mhz <= 1000:
         raise TimingError(f"target clock must be in (0, 1000] MHz, not {target_mhz!r}")
+
+
+def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_grade: int = 8,
+             target_mhz: float = 150.0, seed: int = 1, timeout_s: float = 1800,
+             root: Path = DEFAULT_TIMING_ROOT) -> PnrReport:
+    """Place and route ``component`` (inside an :class:`IoRing`) on an ECP5 with nextpnr-ecp5
+    and return the clock it reached (cached)."""
+    check_ecp5_options(part, speed_grade, target_mhz)
     device = ECP5_PARTS[part]
     ring = IoRing(component)
     text = verilog.convert(ring, name=top, ports=[ring.din, ring.dout], emit_src=False)
