@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="PATH",
                         help="write the logic depths as the timing evidence the projection "
                              f"cites (default {EVIDENCE_FILE.relative_to(ROOT)})")
+    parser.add_argument("--paths", action="store_true",
+                        help="list every end signal over the budget with its deepest path "
+                             "(the deepest few signals of the netlist)")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when a top misses the LUT budget or the ECP5 target")
     args = parser.parse_args(argv)
@@ -110,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"DSP {depth.dsps} ({depth.unregistered_dsps} unregistered)  "
                     f"{'ok' if depth.within(budget) else 'OVER'}  {depth.start} -> {depth.end}")
             print(line, flush=True)
+            if args.paths:
+                for path in depth.deepest:
+                    if path.levels > budget:
+                        print(f"{'':<44} over: {path}", flush=True)
             missed += not depth.within(budget)
             evidence.append({"top": top, "params": params, "levels": depth.levels,
                              "unregistered_dsps": depth.unregistered_dsps,

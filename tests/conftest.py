@@ -11,6 +11,17 @@ def pytest_addoption(parser):
     parser.addoption("--sim", choices=SIMULATORS, default=None,
                      help="HDL simulator for cocotb tests "
                           "(default: $HETEROREASON_SIM or verilator)")
+    parser.addoption("--long-seeds", type=int, default=1, metavar="N",
+                     help="seeds 100 .. 99+N for each long random run (the tests taking "
+                          "long_seed; default 1, what CI runs)")
+
+
+def pytest_generate_tests(metafunc):
+    if "long_seed" in metafunc.fixturenames:
+        count = metafunc.config.getoption("--long-seeds")
+        if count < 1:
+            raise pytest.UsageError(f"--long-seeds must be at least 1, not {count}")
+        metafunc.parametrize("long_seed", range(100, 100 + count))
 
 
 @pytest.fixture(scope="session")

@@ -3,17 +3,33 @@ softmax (exp table, one division per row) and weighted sum of values."""
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.numerics.qwen2_int8 import EXP
 from heteroreason.rtl.compare import equals
-from heteroreason.rtl.decoder.arith import requantize, tree_sum
+from heteroreason.rtl.decoder.pipeline import (
+    REQUANT_LATENCY,
+    StallingPipeline,
+    delay,
+    requantize_pipelined,
+    tree_latency,
+    tree_sum_pipelined,
+)
 
-__all__ = ["Attention", "kv_memory_ports"]
+__all__ = [
+    "ACCUMULATE_LATENCY",
+    "DIVIDE_CYCLES",
+    "EMIT_LATENCY",
+    "EXP_LATENCY",
+    "Attention",
+    "job_cycles",
+    "kv_memory_ports",
+    "score_latency",
+]
 
-_IDLE, _SCORE, _EXP, _DIVIDE, _ACCUMULATE, _EMIT = range(6)
+_IDLE, _QUERY, _SCORE, _EXP, _DIVIDE, _ACCUMULATE, _EMIT = range(7)
 _SUM_BITS = 32  # sum of up to 2**16 exp values of at most 2**15
 
 
@@ -72,8 +88,10 @@ class Attention(wiring.Component):
 
     Latency
     -------
-    ``3 T + 48 + heads * head_dim / width`` cycles from the last query beat to the last output
-    (plus output stalls).
+    :func:`job_cycles` from the last query beat to the last output (plus output stalls): each
+    of the three passes over the ``T`` rows takes a row a cycle and drains its pipeline
+    (:func:`score_latency`, :data:`EXP_LATENCY`, :data:`ACCUMULATE_LATENCY`), the division
+    :data:`DIVIDE_CYCLES`, the outputs a beat a cycle through :data:`EMIT_LATENCY` stages.
 
     Throughput
     ----------
@@ -134,30 +152,26 @@ class Attention(wiring.Component):
             shape=data.ArrayLayout(signed(32), nh), depth=self._max_context, init=[])
         m.submodules.exp = exp_rom = memory.Memory(shape=unsigned(16), depth=256,
                                                    init=[int(v) for v in EXP])
-        # synchronous reads (block RAM): each pass reads one row ahead of the one it uses
-        s_wr = scores.write_port()
-        j = self._job_signals(m, s_wr, scores.read_port(transparent_for=(s_wr,)),
-                              [exp_rom.read_port(domain="comb") for _ in range(nh)])
+        j = self._job_signals(m, scores.write_port(), scores.read_port(),
+                              [exp_rom.read_port() for _ in range(nh)])
         self._cache(m, j)
         with m.If(j.idle):
             m.d.comb += self.cmd.ready.eq(~self.kv_write.valid)
             with m.If(self.cmd.valid & ~self.kv_write.valid):
-                m.d.sync += [j.job.eq(self.cmd.payload), j.t.eq(0), j.queries.eq(0),
-                             j.start.eq(self._base(self.cmd.payload.layer,
-                                                   self.cmd.payload.kv_head)),
-                             j.state.eq(_SCORE)]
+                m.d.sync += [j.job.eq(self.cmd.payload), j.queries.eq(0), j.state.eq(_QUERY)]
+        # the job's first row and its last index, from the registered command
+        m.d.sync += [j.start.eq(self._base(j.job.layer, j.job.kv_head)),
+                     j.last_t.eq(j.job.length - 1)]
         if self._external_kv:  # both requests go out as the job starts
             self._requests(m, j)
-        with m.If(equals(j.state, _SCORE)):
-            self._score(m, j)
-        with m.If(equals(j.state, _EXP)):
-            self._exp(m, j)
+        with m.If(equals(j.state, _QUERY)):
+            self._queries(m, j)
+        self._score(m, j)
+        self._exp(m, j)
         with m.If(equals(j.state, _DIVIDE)):
             self._divide(m, j)
-        with m.If(equals(j.state, _ACCUMULATE)):
-            self._accumulate(m, j)
-        with m.If(equals(j.state, _EMIT)):
-            self._emit(m, j)
+        self._accumulate(m, j)
+        self._emit(m, j)
         return m
 
     def _base(self, layer, kv_head):
@@ -168,25 +182,40 @@ class Attention(wiring.Component):
         """The state of a job, shared by the passes."""
         hd, nh = self._head_dim, self._heads
         row = data.ArrayLayout(signed(8), hd)
-        state = Signal(range(6))
+        state = Signal(range(7))
+        rows = self._layers * self._kv_heads * self._max_context
         j = SimpleNamespace(
             s_wr=s_wr, s_rd=s_rd, e_rds=e_rds, state=state, idle=equals(state, _IDLE),
-            key_row=Signal(row), value_row=Signal(row),  # the cache rows at start + t
-            job=Signal(self.cmd.payload.shape()),
-            query=Signal(data.ArrayLayout(row, nh)),
-            queries=Signal(range(nh + 1)),
-            t=Signal(range(self._max_context + 1)),
-            best=Signal(data.ArrayLayout(signed(32), nh)),
-            total=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh)),
-            remainder=Signal(data.ArrayLayout(unsigned(48), nh)),
-            quotient=Signal(data.ArrayLayout(unsigned(47), nh)),
-            bit=Signal(range(48)),
-            acc=Signal(data.ArrayLayout(signed(32), nh * hd)),
-            d=Signal(range(nh * hd + 1)),
-            start=Signal(range(self._layers * self._kv_heads * self._max_context + 1)))
-        j.last_row = j.t == j.job.length - 1
-        m.d.comb += s_wr.addr.eq(j.t)
+            job=Signal(self.cmd.payload.shape(), name="job"),
+            start=Signal(range(rows + 1), name="start"),
+            last_t=Signal(range(self._max_context), name="last_t"),
+            query=Signal(data.ArrayLayout(row, nh), name="query"),
+            queries=Signal(range(nh + 1), name="queries"),
+            # rows sent into a pass's pipeline, while ``issuing``; its results out
+            issued=Signal(range(self._max_context + 1), name="issued"),
+            issuing=Signal(name="issuing"),
+            written=Signal(range(self._max_context), name="written"),
+            best=Signal(data.ArrayLayout(signed(32), nh), name="best"),
+            have_best=Signal(name="have_best"),
+            total=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="total"),
+            remainder=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="remainder"),
+            quotient=Signal(data.ArrayLayout(unsigned(47), nh), name="quotient"),
+            step=Signal(range(47), name="step"),
+            acc=Signal(data.ArrayLayout(signed(32), nh * hd), name="acc"),
+            beat=Signal(range(nh * hd // self._width + 1), name="beat"))
+        j.done = j.written == j.last_t  # the result being written is the pass's last
+        m.d.comb += [s_wr.addr.eq(j.written), s_rd.addr.eq(j.issued)]
         return j
+
+    def _next_pass(self, m, j, state) -> None:
+        m.d.sync += [j.state.eq(state), j.issued.eq(0), j.issuing.eq(1), j.written.eq(0)]
+
+    def _issue(self, m, j, taken) -> None:
+        """A row enters the pass's pipeline (the last one stops the issue)."""
+        with m.If(taken):
+            m.d.sync += j.issued.eq(j.issued + 1)
+            with m.If(j.issued == j.last_t):
+                m.d.sync += j.issuing.eq(0)
 
     def _cache(self, m, j) -> None:
         """The KV cache: on chip, or behind the memory ports; writes are accepted whenever no
@@ -198,9 +227,7 @@ class Attention(wiring.Component):
                 self.kv_store.payload.addr.eq(self._base(w.layer, w.kv_head) + w.pos),
                 self.kv_store.payload.k.eq(w.k), self.kv_store.payload.v.eq(w.v),
                 self.kv_write.ready.eq(j.idle & self.kv_store.ready),
-                j.key_row.eq(self.k_rows.payload), j.value_row.eq(self.v_rows.payload),
             ]
-            j.key_valid, j.value_valid = self.k_rows.valid, self.v_rows.valid
             return
         row = data.ArrayLayout(signed(8), self._head_dim)
         rows = self._layers * self._kv_heads * self._max_context
@@ -213,15 +240,30 @@ class Attention(wiring.Component):
             k_wr.addr.eq(self._base(w.layer, w.kv_head) + w.pos), k_wr.data.eq(w.k),
             v_wr.addr.eq(self._base(w.layer, w.kv_head) + w.pos), v_wr.data.eq(w.v),
             k_wr.en.eq(self.kv_write.valid & j.idle), v_wr.en.eq(self.kv_write.valid & j.idle),
-            j.key_row.eq(j.k_rd.data), j.value_row.eq(j.v_rd.data),
-            # row 0 of the job unless a pass is under way
-            j.k_rd.addr.eq(j.start), j.v_rd.addr.eq(j.start),
+            j.k_rd.addr.eq(j.start + j.issued), j.v_rd.addr.eq(j.start + j.issued),
         ]
-        j.key_valid = j.value_valid = 1
+
+    def _rows(self, m, j, state, kind):
+        """The pass's cache rows, registered beside its multipliers: ``(row, valid)`` two
+        cycles after each row is taken (from the on-chip memory's synchronous read, or from
+        the port and a register)."""
+        in_pass = equals(j.state, state) & j.issuing
+        if self._external_kv:
+            port = self.k_rows if kind == "k" else self.v_rows
+            m.d.comb += port.ready.eq(in_pass)
+            taken = port.valid & in_pass
+            row = delay(m, port.payload, 1, name=f"{kind}_port_row", reset_less=True)
+        else:
+            taken = in_pass
+            row = (j.k_rd if kind == "k" else j.v_rd).data
+        self._issue(m, j, taken)
+        return (delay(m, row, 1, name=f"{kind}_row", reset_less=True),
+                delay(m, taken, 2, name=f"{kind}_row_valid"))
 
     def _requests(self, m, j) -> None:
         k_pending, v_pending = Signal(), Signal()
-        with m.If(j.idle & self.cmd.valid & ~self.kv_write.valid):
+        starting = delay(m, j.idle & self.cmd.valid & ~self.kv_write.valid, 1, name="starting")
+        with m.If(starting):  # ``start`` is ready the cycle after the command
             m.d.sync += [k_pending.eq(1), v_pending.eq(1)]
         for req, pending in ((self.k_req, k_pending), (self.v_req, v_pending)):
             m.d.comb += [req.valid.eq(pending), req.payload.addr.eq(j.start),
@@ -229,101 +271,158 @@ class Attention(wiring.Component):
             with m.If(req.valid & req.ready):
                 m.d.sync += pending.eq(0)
 
-    def _score(self, m, j) -> None:
-        """The queries in, then a score per key row and head (and each head's maximum)."""
+    def _queries(self, m, j) -> None:
         hd, nh = self._head_dim, self._heads
-        m.d.comb += self.q.ready.eq(j.queries < nh)
-        with m.If(self.q.valid & (j.queries < nh)):
+        m.d.comb += self.q.ready.eq(1)
+        with m.If(self.q.valid):
             index_bits = max(1, (nh - 1).bit_length())
             m.d.sync += [j.query.as_value().word_select(j.queries[:index_bits], hd * 8).eq(
                              self.q.payload), j.queries.eq(j.queries + 1)]
-        with m.Elif(equals(j.queries, nh)):
-            if self._external_kv:
-                m.d.comb += self.k_rows.ready.eq(1)
-            else:
-                m.d.comb += j.k_rd.addr.eq(j.start + j.t + 1)
-            with m.If(j.key_valid):
-                for h in range(nh):
-                    dot = Signal(signed(32), name=f"dot{h}")
-                    m.d.comb += [dot.eq(tree_sum(j.query[h][i] * j.key_row[i]
-                                                 for i in range(hd))),
-                                 j.s_wr.data[h].eq(dot)]
-                    with m.If((j.t == 0) | (dot > j.best[h])):
-                        m.d.sync += j.best[h].eq(dot)
-                m.d.comb += j.s_wr.en.eq(1)
-                m.d.sync += j.t.eq(j.t + 1)
-                with m.If(j.last_row):
-                    m.d.sync += [j.t.eq(0), j.total.eq(0), j.state.eq(_EXP)]
+            with m.If(equals(j.queries, nh - 1)):
+                self._next_pass(m, j, _SCORE)
+                m.d.sync += j.have_best.eq(0)
+
+    def _score(self, m, j) -> None:
+        """A score per key row and head (each head's maximum kept): the products registered as
+        a DSP's M and P, then the registered adder tree (:func:`score_latency`)."""
+        hd, nh = self._head_dim, self._heads
+        key, valid = self._rows(m, j, _SCORE, "k")
+        dots = []
+        for h in range(nh):
+            # each multiplier's own operand registers (its A and B, placed beside it): the
+            # query is fixed during the pass, the key row is copied for each head
+            query = delay(m, j.query[h], 1, name=f"query{h}_", reset_less=True)
+            key_h = delay(m, key, 1, name=f"key{h}_", reset_less=True)
+            products = [delay(m, query[i] * key_h[i], 2, name=f"qk{h}_{i}_", reset_less=True)
+                        for i in range(hd)]
+            dots.append(tree_sum_pipelined(m, products, name=f"score{h}"))
+        valid = delay(m, valid, 3 + tree_latency(hd), name="score_valid")
+        with m.If(equals(j.state, _SCORE) & valid):
+            for h, dot in enumerate(dots):
+                m.d.comb += j.s_wr.data[h].eq(dot)
+                with m.If(~j.have_best | (dot > j.best[h])):
+                    m.d.sync += j.best[h].eq(dot)
+            m.d.comb += j.s_wr.en.eq(1)
+            m.d.sync += [j.have_best.eq(1), j.written.eq(j.written + 1)]
+            with m.If(j.done):
+                self._next_pass(m, j, _EXP)
+                m.d.sync += [j.total[h].eq(0) for h in range(nh)]
 
     def _exp(self, m, j) -> None:
-        """Each score's exponential from the table, summed per head."""
-        m.d.comb += j.s_rd.addr.eq(j.t + 1)
+        """Each score's exponential from the table, summed per head: the score read, less the
+        maximum, requantized (:func:`requantize_pipelined`, saturated to 16 bits: any index
+        beyond 255 reads entry 255 alike), negated, clamped to the table's index, the table
+        read, registered (:data:`EXP_LATENCY`)."""
+        issue = equals(j.state, _EXP) & j.issuing
+        self._issue(m, j, issue)
+        valid = delay(m, issue, EXP_LATENCY, name="exp_valid")
+        score = delay(m, j.s_rd.data, 1, name="exp_score", reset_less=True)
         for h, e_rd in enumerate(j.e_rds):
-            diff = Signal(signed(33), name=f"diff{h}")
-            m.d.comb += diff.eq(j.s_rd.data[h] - j.best[h])
-            scaled = requantize(m, diff, j.job.exp_mult, j.job.exp_shift, 34)
-            index = Signal(unsigned(8), name=f"index{h}")
-            with m.If(-scaled > 255):
-                m.d.comb += index.eq(255)
-            with m.Else():
-                m.d.comb += index.eq(-scaled)
-            m.d.comb += [e_rd.addr.eq(index), j.s_wr.data[h].eq(e_rd.data)]
-            m.d.sync += j.total[h].eq(j.total[h] + e_rd.data)
-        m.d.comb += j.s_wr.en.eq(1)
-        m.d.sync += j.t.eq(j.t + 1)
-        with m.If(j.last_row):
-            m.d.sync += [j.t.eq(0), j.remainder.eq(0), j.quotient.eq(0), j.bit.eq(47),
-                         j.state.eq(_DIVIDE)]
+            diff = delay(m, score[h] - j.best[h], 1, name=f"exp_diff{h}", reset_less=True)
+            scaled = requantize_pipelined(m, diff, j.job.exp_mult, j.job.exp_shift,
+                                          Const(0, 2), widths=(16,), name=f"exp{h}")
+            neg = delay(m, -scaled, 1, name=f"exp_neg{h}", reset_less=True)
+            # the index registered before the table (a small table may become logic)
+            index = delay(m, Mux(neg[8:].any(), 255, neg[:8]), 1, name=f"exp_index{h}",
+                          reset_less=True)
+            m.d.comb += e_rd.addr.eq(index)
+            e = delay(m, e_rd.data, 1, name=f"exp_e{h}", reset_less=True)
+            with m.If(equals(j.state, _EXP)):
+                m.d.comb += j.s_wr.data[h].eq(e)
+                with m.If(valid):
+                    m.d.sync += j.total[h].eq(j.total[h] + e)
+        with m.If(equals(j.state, _EXP) & valid):
+            m.d.comb += j.s_wr.en.eq(1)
+            m.d.sync += j.written.eq(j.written + 1)
+            with m.If(j.done):
+                m.d.sync += [j.state.eq(_DIVIDE), j.step.eq(0)]
+                m.d.sync += [j.remainder[h].eq(0) for h in range(self._heads)]
 
     def _divide(self, m, j) -> None:
-        """2**46 // total, one quotient bit per cycle from bit 46 down, every head at once."""
-        with m.If(j.bit != 0):
-            position = Signal(range(47))
-            m.d.comb += position.eq(j.bit - 1)
-            for h in range(self._heads):
-                shifted = Signal(unsigned(48), name=f"shifted{h}")
-                m.d.comb += shifted.eq((j.remainder[h] << 1) | equals(position, 46))
-                with m.If(shifted >= j.total[h]):
-                    m.d.sync += [j.remainder[h].eq(shifted - j.total[h]),
-                                 j.quotient[h].eq(j.quotient[h] | (Const(1, 47) << position))]
-                with m.Else():
-                    m.d.sync += j.remainder[h].eq(shifted)
-            m.d.sync += j.bit.eq(j.bit - 1)
-        with m.Else():
-            m.d.sync += [j.acc.eq(0), j.t.eq(0), j.state.eq(_ACCUMULATE)]
+        """``2**46 // total`` per head, a quotient bit a cycle from bit 46 down (the dividend's
+        one set bit enters on the first step)."""
+        for h in range(self._heads):
+            shifted = Signal(unsigned(_SUM_BITS + 1), name=f"shifted{h}")
+            less = Signal(signed(_SUM_BITS + 2), name=f"less{h}")
+            m.d.comb += [shifted.eq(Cat(equals(j.step, 0), j.remainder[h])),
+                         less.eq(shifted - j.total[h])]
+            fits = ~less[-1]
+            m.d.sync += [j.remainder[h].eq(Mux(fits, less[:_SUM_BITS], shifted[:_SUM_BITS])),
+                         j.quotient[h].eq(Cat(fits, j.quotient[h][:-1]))]
+        m.d.sync += j.step.eq(j.step + 1)
+        with m.If(equals(j.step, 46)):
+            self._next_pass(m, j, _ACCUMULATE)
+            m.d.sync += j.acc.eq(0)
 
     def _accumulate(self, m, j) -> None:
-        """The probability-weighted sum of the value rows."""
+        """The probability-weighted sum of the value rows: each row's probabilities
+        ``(e * recip + 2**29) >> 30`` from three registered partial products, then
+        ``heads * head_dim`` registered MACs (:data:`ACCUMULATE_LATENCY`)."""
         hd = self._head_dim
-        m.d.comb += j.s_rd.addr.eq(j.t + j.value_valid)
-        if self._external_kv:
-            m.d.comb += self.v_rows.ready.eq(1)
-        else:
-            m.d.comb += j.v_rd.addr.eq(j.start + j.t + 1)
-        with m.If(j.value_valid):
-            for h in range(self._heads):
-                prob = Signal(unsigned(17), name=f"prob{h}")
-                wide = Signal(unsigned(64), name=f"wide{h}")
-                m.d.comb += [
-                    wide.eq(j.s_rd.data[h].as_unsigned()[:16] * j.quotient[h] + (1 << 29)),
-                    prob.eq(wide[30:47])]
-                for i in range(hd):
-                    m.d.sync += j.acc[h * hd + i].eq(j.acc[h * hd + i] + prob * j.value_row[i])
-            m.d.sync += j.t.eq(j.t + 1)
-            with m.If(j.last_row):
-                m.d.sync += [j.d.eq(0), j.state.eq(_EMIT)]
+        value, valid = self._rows(m, j, _ACCUMULATE, "v")
+        valid = equals(j.state, _ACCUMULATE) & delay(m, valid, ACCUMULATE_LATENCY - 2,
+                                                     name="acc_valid")
+        # the exponentials were read with the rows; stage 2: registered beside the multipliers
+        e = delay(m, j.s_rd.data, 1, name="acc_e", reset_less=True)
+        value = delay(m, value, 5, name="acc_value", reset_less=True)
+        for h in range(self._heads):
+            q = j.quotient[h]
+            # stages 3-4: the partial products (M, P); 5: two sums; 6: the probability
+            pp = [delay(m, e[h].as_unsigned()[:16] * q[lo:hi], 2, name=f"pp{h}_{lo}_",
+                        reset_less=True) for lo, hi in ((0, 17), (17, 34), (34, 47))]
+            low = delay(m, pp[0] + (pp[1] << 17), 1, name=f"pp_low{h}", reset_less=True)
+            high = delay(m, Cat(Const(1 << 29, 34), pp[2]), 1, name=f"pp_high{h}",
+                         reset_less=True)
+            prob = delay(m, (low + high)[30:47], 1, name=f"prob{h}", reset_less=True)
+            for i in range(hd):
+                # 7: the probability copied beside each MAC (its A register: one register
+                # driving every lane is a long route); 8-9: the product (M, P); then the sum
+                prob_i = delay(m, prob, 1, name=f"prob{h}_{i}_", reset_less=True)
+                term = delay(m, prob_i * value[i], 2, name=f"pv{h}_{i}_", reset_less=True)
+                with m.If(valid):
+                    m.d.sync += j.acc[h * hd + i].eq(j.acc[h * hd + i] + term)
+        with m.If(valid):
+            m.d.sync += j.written.eq(j.written + 1)
+            with m.If(j.done):
+                m.d.sync += [j.state.eq(_EMIT), j.beat.eq(0), j.issuing.eq(1)]
 
     def _emit(self, m, j) -> None:
-        """The requantized outputs, ``width`` a beat (``d`` counts beats)."""
+        """The requantized outputs, ``width`` a beat, through a pipeline that stalls with
+        ``out`` (:data:`EMIT_LATENCY`; ``issued`` counts the beats in)."""
         width = self._width
-        chunk = Signal(data.ArrayLayout(signed(32), width))
-        m.d.comb += chunk.eq(j.acc.as_value().word_select(j.d, 32 * width))
-        for k in range(width):
-            m.d.comb += self.out.payload.value[k].eq(
-                requantize(m, chunk[k], j.job.out_mult, j.job.out_shift, 8))
-        last = equals(j.d, self._heads * self._head_dim // width - 1)
-        m.d.comb += [self.out.valid.eq(1), self.out.payload.last.eq(last)]
-        with m.If(self.out.ready):
-            m.d.sync += j.d.eq(j.d + 1)
+        beats = self._heads * self._head_dim // width
+        pipe = StallingPipeline(m, EMIT_LATENCY, ready=self.out.ready, name="emit")
+        emitting = equals(j.state, _EMIT) & j.issuing
+        last = equals(j.beat, beats - 1)
+        m.d.comb += [pipe.issue.eq(emitting), pipe.issue_tag.eq(last)]
+        with m.If(emitting & pipe.advance):
+            m.d.sync += j.beat.eq(j.beat + 1)
             with m.If(last):
-                m.d.sync += j.state.eq(_IDLE)
+                m.d.sync += j.issuing.eq(0)
+        chunk = pipe.stage(j.acc.as_value().word_select(j.beat, 32 * width), "emit_chunk")
+        for k in range(width):
+            m.d.comb += self.out.payload.value[k].eq(requantize_pipelined(
+                m, chunk[32 * k:32 * (k + 1)].as_signed(), j.job.out_mult, j.job.out_shift,
+                Const(0, 2), widths=(8,), en=pipe.advance, name=f"out{k}"))
+        m.d.comb += [self.out.valid.eq(pipe.out_valid), self.out.payload.last.eq(pipe.out_tag)]
+        with m.If(self.out.valid & self.out.ready & self.out.payload.last):
+            m.d.sync += j.state.eq(_IDLE)
+
+
+def score_latency(head_dim: int) -> int:
+    """Cycles from a key row taken to its scores written: the row registered twice and once
+    more beside each head's multipliers, the products' M and P, the adder tree's stages."""
+    return 5 + tree_latency(head_dim)
+
+
+DIVIDE_CYCLES = 47
+EXP_LATENCY = 3 + REQUANT_LATENCY + 4  # issue -> the exponential written
+ACCUMULATE_LATENCY = 2 + 4 + 1 + 2  # row taken -> its products added to the accumulators
+EMIT_LATENCY = 1 + REQUANT_LATENCY  # a beat issued -> on ``out``
+
+
+def job_cycles(*, head_dim: int, heads: int, width: int, length: int) -> int:
+    """Cycles of a job from its last query beat to its last output without stalls."""
+    return (3 * length + score_latency(head_dim) + EXP_LATENCY + DIVIDE_CYCLES
+            + ACCUMULATE_LATENCY + heads * head_dim // width + EMIT_LATENCY)
+

@@ -50,8 +50,10 @@ class DecoderCore(wiring.Component):
     matrix-vector unit drains the buffer faster than memory fills it and the stream never waits
     on compute once the buffer covers the longest stretch without a matrix-vector product.
 
-    Activations live in one on-chip scratchpad of ``vector_width`` 16-bit elements a row;
-    operators run one after the other. The vector loads of the matrix-vector unit, the
+    Activations live in one on-chip scratchpad of ``vector_width`` 16-bit elements a row,
+    read synchronously through read-ahead row readers and written through a register
+    (:class:`~heteroreason.rtl.decoder.sequencer.Scratchpad`); operators run one after the
+    other. The vector loads of the matrix-vector unit, the
     RMSNorm's input, RoPE, the KV write's gather, the attention's query gather and its outputs
     move ``vector_width`` elements a cycle; the embedding, the RMSNorm's outputs (each needs its
     own gain) and the matrix-vector results move one a cycle. The matrix-vector unit runs at

@@ -63,10 +63,11 @@ class MatVecUnit(wiring.Component):
     Latency
     -------
     A row's result is on ``out`` :func:`result_latency` cycles after its last weight beat is
-    taken: the buffer read, the registered products, the adder tree registered every two
-    levels (``ceil(ceil(log2 lanes) / 2)`` stages), the accumulator, the requantizer's
+    taken: the buffer read, the operand registers, the registered products, the adder tree
+    registered every two levels (``ceil(ceil(log2 lanes) / 2)`` stages), the accumulator, the
+    requantizer's
     :data:`~heteroreason.rtl.decoder.pipeline.REQUANT_LATENCY` stages and the output queue's
-    two (20 cycles at 896 lanes).
+    two (21 cycles at 896 lanes).
 
     Throughput
     ----------
@@ -232,14 +233,18 @@ class MatVecUnit(wiring.Component):
                 with m.Elif(self.rowparam.valid & ~have_param):
                     m.d.sync += [param.eq(self.rowparam.payload), have_param.eq(1)]
 
-        # stage 1: the products (DSP48E2 multipliers with their M register); then the tree
+        # stage 1: the operands registered beside each multiplier (its A and B registers: the
+        # beat's register and the buffer's output are far from most lanes); 2: the products
+        # (DSP48E2 multipliers with their M register); then the tree
+        w_a = delay(m, s0_w, 1, name="w_a", reset_less=True)
+        x_a = delay(m, read.data, 1, name="x_a", reset_less=True)
         products = []
         for i in range(lanes):
             product = Signal(signed(16), name=f"product{i}", reset_less=True)
-            m.d.sync += product.eq(s0_w[i] * read.data[i])
+            m.d.sync += product.eq(w_a[i] * x_a[i])
             products.append(product)
         dot = tree_sum_pipelined(m, products, name="dot")
-        tags = delay(m, s0, 1 + tree_latency(lanes), name="tags")
+        tags = delay(m, s0, 2 + tree_latency(lanes), name="tags")
         tags = data.View(s0.shape(), tags)
 
         # accumulate; a row's final beat hands its sum to the requantizer
@@ -266,6 +271,7 @@ class MatVecUnit(wiring.Component):
 
 def result_latency(lanes: int) -> int:
     """Cycles from taking a row's last weight beat to its result on ``out`` of a
-    :class:`MatVecUnit` of ``lanes`` lanes: the buffer read, the products, the registered adder
-    tree, the accumulator, the requantizer and the output queue's two."""
-    return 1 + 1 + tree_latency(lanes) + 1 + REQUANT_LATENCY + 2
+    :class:`MatVecUnit` of ``lanes`` lanes: the buffer read, the multipliers' operand registers,
+    the products, the registered adder tree, the accumulator, the requantizer and the output
+    queue's two."""
+    return 1 + 1 + 1 + tree_latency(lanes) + 1 + REQUANT_LATENCY + 2

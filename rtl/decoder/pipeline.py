@@ -13,9 +13,11 @@ from __future__ import annotations
 import math
 
 from amaranth.hdl import Cat, Const, Signal, Value, signed, unsigned
+from amaranth.lib import data
 
 __all__ = [
     "REQUANT_LATENCY",
+    "StallingPipeline",
     "delay",
     "requantize_pipelined",
     "tree_latency",
@@ -34,13 +36,66 @@ def tree_latency(terms: int) -> int:
 
 
 def delay(m, value, cycles: int, *, name: str = "delayed", reset_less: bool = False):
-    """``value`` registered ``cycles`` times (``reset_less`` for data, which needs no reset)."""
-    value = Value.cast(value)
+    """``value`` registered ``cycles`` times (``reset_less`` for data, which needs no reset);
+    a view keeps its layout."""
+    if not isinstance(value, data.View):
+        value = Value.cast(value)
     for k in range(cycles):
         reg = Signal(value.shape(), name=f"{name}{k}", reset_less=reset_less)
         m.d.sync += reg.eq(value)
         value = reg
     return value
+
+
+class StallingPipeline:
+    """The control of a pipeline that stalls as a whole: ``latency`` stages advance together
+    while the last is empty or its result is taken (``ready``). The caller drives ``issue``
+    (a new element enters the first stage on an advance) and ``issue_tag`` (a bit that travels
+    with it, such as ``last``), and registers its data with :meth:`stage`.
+
+    Members
+    -------
+    advance : Signal
+        The stages move this cycle.
+    issue, issue_tag : Signal
+        Driven by the caller.
+    """
+
+    def __init__(self, m, latency: int, *, ready, name: str = "pipe"):
+        if isinstance(latency, bool) or not isinstance(latency, int) or latency < 1:
+            raise ValueError(f"latency must be a positive integer, not {latency!r}")
+        self._m = m
+        self.advance = Signal(name=f"{name}_advance")
+        self.issue = Signal(name=f"{name}_issue")
+        self.issue_tag = Signal(name=f"{name}_issue_tag")
+        self._valid = Signal(latency, name=f"{name}_valid")
+        self._tag = Signal(latency, name=f"{name}_tag")
+        m.d.comb += self.advance.eq(~self._valid[-1] | ready)
+        with m.If(self.advance):
+            m.d.sync += [self._valid.eq(Cat(self.issue, self._valid[:-1])),
+                         self._tag.eq(Cat(self.issue_tag, self._tag[:-1]))]
+
+    @property
+    def out_valid(self):
+        """The last stage holds a result."""
+        return self._valid[-1]
+
+    @property
+    def out_tag(self):
+        """The tag of the last stage's result."""
+        return self._tag[-1]
+
+    @property
+    def busy(self):
+        """Some stage holds an element."""
+        return self._valid.any()
+
+    def stage(self, value, name: str, shape=None):
+        """``value`` registered as the stages advance (a data register, without reset)."""
+        reg = Signal(shape or Value.cast(value).shape(), name=name, reset_less=True)
+        with self._m.If(self.advance):
+            self._m.d.sync += reg.eq(value)
+        return reg
 
 
 def tree_sum_pipelined(m, terms, *, name: str = "tree"):

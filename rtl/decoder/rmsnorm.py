@@ -1,7 +1,7 @@
 """RMSNorm unit: int16 residual in, int8 normalized activations out, by the integer reference's
 rules (:mod:`heteroreason.model.numerics.qwen2_int8`, *RMSNorm*)."""
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,6 +9,7 @@ from heteroreason.model.numerics.qwen2_int8 import RSQRT
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.pipeline import (
     REQUANT_LATENCY,
+    StallingPipeline,
     delay,
     requantize_pipelined,
     tree_latency,
@@ -138,25 +139,13 @@ class RmsNorm(wiring.Component):
             m.d.sync += total.eq(total + summed)
 
         # the output pipeline: it advances as a whole while its last stage is empty or leaving
-        advance = Signal()
-        valid = Signal(EMIT_LATENCY)
-        tag = Signal(EMIT_LATENCY)
-        issue = Signal()
-        issue_last = Signal()
-        m.d.comb += advance.eq(~valid[-1] | self.y.ready)
-        with m.If(advance):
-            m.d.sync += [valid.eq(Cat(issue, valid[:-1])), tag.eq(Cat(issue_last, tag[:-1]))]
-
-        def stage(value, name, shape=None):
-            reg = Signal(shape or Value.cast(value).shape(), name=name, reset_less=True)
-            with m.If(advance):
-                m.d.sync += reg.eq(value)
-            return reg
+        pipe = StallingPipeline(m, EMIT_LATENCY, ready=self.y.ready, name="emit")
+        advance, stage = pipe.advance, pipe.stage
 
         with m.If(equals(state, _IDLE)):
             # a new vector once the previous one has left (its elements use inv and amount)
-            m.d.comb += self.cmd.ready.eq(~valid.any())
-            with m.If(self.cmd.valid & ~valid.any()):
+            m.d.comb += self.cmd.ready.eq(~pipe.busy)
+            with m.If(self.cmd.valid & ~pipe.busy):
                 m.d.sync += [length.eq(self.cmd.payload.length),
                              eps_q.eq(self.cmd.payload.eps_q), index.eq(0), row.eq(0),
                              total.eq(0), state.eq(_SUM)]
@@ -186,6 +175,8 @@ class RmsNorm(wiring.Component):
             with m.Else():
                 m.d.sync += [var.eq(quotient + eps_q), state.eq(_SCALE), step.eq(0)]
 
+        # the table is read every cycle from a register (a small table may become logic)
+        m.d.comb += lookup.addr.eq(mant)
         with m.If(equals(state, _SCALE)):
             # e = bit_length(var); s = e - 8 rounded up to even; m = var >> s (or << -s); the
             # table; a step a cycle
@@ -201,16 +192,14 @@ class RmsNorm(wiring.Component):
                     with m.Else():
                         m.d.sync += mant.eq(var << (-s).as_unsigned())
                     m.d.sync += amount.eq(8 + (s >> 1))
-                with m.Case(3):
-                    m.d.comb += [lookup.addr.eq(mant), lookup.en.eq(1)]
-                with m.Case(4):
+                with m.Case(4):  # (step 3 read the table at mant)
                     m.d.sync += [inv.eq(lookup.data), index.eq(0), row.eq(0), lane.eq(0),
                                  state.eq(_EMIT)]
 
         with m.If(equals(state, _EMIT)):  # issue each element with its gain beat
             final = index == length - 1
-            m.d.comb += [self.gain.ready.eq(advance), issue.eq(self.gain.valid),
-                         issue_last.eq(self.gain.valid & final)]
+            m.d.comb += [self.gain.ready.eq(advance), pipe.issue.eq(self.gain.valid),
+                         pipe.issue_tag.eq(self.gain.valid & final)]
             with m.If(advance & self.gain.valid):
                 m.d.sync += [index.eq(index + 1), lane.eq(lane + 1)]
                 with m.If(equals(lane, width - 1)):
@@ -239,8 +228,8 @@ class RmsNorm(wiring.Component):
         normalized = stage((shifted + 1) >> 1, "normalized", signed(16 + 25))
         value = requantize_pipelined(m, normalized, mult, shift, Const(0, 2), widths=(8,),
                                      en=advance, name="out")
-        m.d.comb += [self.y.valid.eq(valid[-1]), self.y.payload.value.eq(value),
-                     self.y.payload.last.eq(tag[-1])]
+        m.d.comb += [self.y.valid.eq(pipe.out_valid), self.y.payload.value.eq(value),
+                     self.y.payload.last.eq(pipe.out_tag)]
         return m
 
 

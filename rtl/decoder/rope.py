@@ -1,12 +1,13 @@
 """RoPE unit: rotates one head vector by the integer phase tables of the reference."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.numerics.qwen2_int8 import COS, ROPE_BITS, SIN
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.arith import saturate
+from heteroreason.rtl.decoder.pipeline import StallingPipeline
 
 __all__ = ["LATENCY", "Rope"]
 
@@ -117,24 +118,12 @@ class Rope(wiring.Component):
         last = Signal()
 
         # the output pipeline advances as a whole while its last stage is empty or leaving
-        advance = Signal()
-        valid = Signal(LATENCY)
-        tag = Signal(LATENCY)  # the final beat of the final head
-        issue = Signal()
-        issue_last = Signal()
-        m.d.comb += advance.eq(~valid[-1] | self.y.ready)
-        with m.If(advance):
-            m.d.sync += [valid.eq(Cat(issue, valid[:-1])), tag.eq(Cat(issue_last, tag[:-1]))]
-
-        def stage(value, name, shape=None):
-            reg = Signal(shape or Value.cast(value).shape(), name=name, reset_less=True)
-            with m.If(advance):
-                m.d.sync += reg.eq(value)
-            return reg
+        pipe = StallingPipeline(m, LATENCY, ready=self.y.ready, name="rope")
+        advance, stage = pipe.advance, pipe.stage
 
         # a new position once the previous command's last beat has been issued and has left
         # the pipeline (its beats use the position on the way)
-        m.d.comb += self.cmd.ready.eq(~have_position & ~valid.any())
+        m.d.comb += self.cmd.ready.eq(~have_position & ~pipe.busy)
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += [position.eq(self.cmd.payload), have_position.eq(1)]
 
@@ -151,7 +140,7 @@ class Rope(wiring.Component):
                     m.d.sync += [index.eq(0), loading.eq(0), last.eq(self.x.payload.last)]
         with m.Else():  # issue the head's beats into the pipeline, then load the next head
             final = equals(index, beats - 1)
-            m.d.comb += [issue.eq(1), issue_last.eq(final & last)]
+            m.d.comb += [pipe.issue.eq(1), pipe.issue_tag.eq(final & last)]
             with m.If(advance):
                 m.d.sync += index.eq(index + 1)
                 with m.If(final):
@@ -194,5 +183,5 @@ class Rope(wiring.Component):
             m.d.comb += rounded.eq((mixed + Const(1 << 13, 15)) >> 14)
             out = stage(saturate(m, rounded, 8), f"out{k}")
             m.d.comb += self.y.payload.value[k].eq(out)
-        m.d.comb += [self.y.valid.eq(valid[-1]), self.y.payload.last.eq(tag[-1])]
+        m.d.comb += [self.y.valid.eq(pipe.out_valid), self.y.payload.last.eq(pipe.out_tag)]
         return m

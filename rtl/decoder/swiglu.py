@@ -1,10 +1,14 @@
 """SwiGLU unit: ``act = requant8(SILU[gate] * up)`` with a loadable 256-entry SiLU table."""
 
-from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.rtl.decoder.pipeline import REQUANT_LATENCY, requantize_pipelined
+from heteroreason.rtl.decoder.pipeline import (
+    REQUANT_LATENCY,
+    StallingPipeline,
+    requantize_pipelined,
+)
 
 __all__ = ["LATENCY", "SwiGlu"]
 
@@ -65,29 +69,21 @@ class SwiGlu(wiring.Component):
             m.d.sync += [mult.eq(self.params.payload.mult), shift.eq(self.params.payload.shift)]
 
         # the stages advance together while the last is empty or handing its result over
-        advance = Signal()
-        valid = Signal(LATENCY)
-        last = Signal(LATENCY)
-        m.d.comb += [advance.eq(~valid[-1] | self.y.ready), self.x.ready.eq(advance)]
-        with m.If(advance):
-            m.d.sync += [valid.eq(Cat(self.x.valid, valid[:-1])),
-                         last.eq(Cat(self.x.payload.last, last[:-1]))]
+        pipe = StallingPipeline(m, LATENCY, ready=self.y.ready, name="swiglu")
+        m.d.comb += [self.x.ready.eq(pipe.advance), pipe.issue.eq(self.x.valid),
+                     pipe.issue_tag.eq(self.x.payload.last)]
         # stage 1: the table read and the up value; 2: both registered again (the multiplier's
         # A and B registers: a block RAM's output is slow); 3-4: the product
-        m.d.comb += [read.addr.eq(self.x.payload.gate.as_unsigned() ^ 0x80), read.en.eq(advance)]
-        up = Signal(signed(8), reset_less=True)
-        up_2 = Signal(signed(8), reset_less=True)
-        silu_2 = Signal(signed(16), reset_less=True)
-        product_m = Signal(signed(24), reset_less=True)
-        product = Signal(signed(24), reset_less=True)
-        with m.If(advance):
-            m.d.sync += [up.eq(self.x.payload.up), up_2.eq(up), silu_2.eq(read.data),
-                         product_m.eq(silu_2 * up_2), product.eq(product_m)]
+        m.d.comb += [read.addr.eq(self.x.payload.gate.as_unsigned() ^ 0x80),
+                     read.en.eq(pipe.advance)]
+        up_2 = pipe.stage(pipe.stage(self.x.payload.up, "up"), "up_2")
+        silu_2 = pipe.stage(read.data, "silu_2")
+        product = pipe.stage(pipe.stage(silu_2 * up_2, "product_m"), "product", signed(24))
         value = requantize_pipelined(m, product, mult, shift, Const(0, 2), widths=(8,),
-                                     en=advance, name="act")
+                                     en=pipe.advance, name="act")
         m.d.comb += [
-            self.y.valid.eq(valid[-1]),
+            self.y.valid.eq(pipe.out_valid),
             self.y.payload.value.eq(value),
-            self.y.payload.last.eq(last[-1]),
+            self.y.payload.last.eq(pipe.out_tag),
         ]
         return m

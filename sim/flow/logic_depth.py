@@ -30,11 +30,13 @@ __all__ = [
     "LUT_NS_ULTRASCALE_PLUS",
     "DepthReport",
     "PathEnd",
+    "PathSummary",
     "lut_budget",
     "netlist_depth",
 ]
 
 CARRY_BITS_PER_LEVEL = 8
+DEEPEST_KEPT = 12
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,25 @@ class PathEnd:
 
 
 @dataclass(frozen=True)
+class PathSummary:
+    """One register's deepest incoming path (see :attr:`DepthReport.deepest`)."""
+
+    levels: int
+    start: PathEnd
+    end: PathEnd
+
+    def __str__(self) -> str:
+        return f"{self.levels:>3}  {self.start} -> {self.end}"
+
+
+@dataclass(frozen=True)
 class DepthReport:
     """The deepest path of a netlist and what the netlist holds.
 
     ``levels`` is the budgeted figure: LUTs + carry levels (``ceil(carry_bits / 8)``) + one per
     end that is not a flip-flop. ``longest_carry_bits`` is the longest single carry chain.
+    ``deepest`` lists the deepest path into each of the :data:`DEEPEST_KEPT` deepest end
+    signals (a signal's bits together), deepest first: the places a pipeline needs work.
     """
 
     levels: int
@@ -66,6 +82,15 @@ class DepthReport:
     dsps: int
     lutram_cells: int
     cells: int
+    deepest: tuple[PathSummary, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> DepthReport:
+        """The report from :func:`dataclasses.asdict`'s form (a cache file)."""
+        return cls(**(dict(data) | {
+            "start": PathEnd(**data["start"]), "end": PathEnd(**data["end"]),
+            "deepest": tuple(PathSummary(p["levels"], PathEnd(**p["start"]),
+                                         PathEnd(**p["end"])) for p in data["deepest"])}))
 
     def within(self, budget: int) -> bool:
         return self.levels <= budget and self.unregistered_dsps == 0
@@ -310,15 +335,26 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
         return arrival[bit]
 
     worst = None
+    per_signal: dict[str, tuple] = {}  # end signal (bits together) -> its deepest path
     for bit, end_extra, etype, name_bit in endpoints:
         entry = resolve(bit)
         if entry is None:
             continue
         total = _levels(entry) + end_extra
+        found = (total, entry[0], entry[1], entry[3], entry[4], etype, name_bit)
         if worst is None or total > worst[0]:
-            worst = (total, entry[0], entry[1], entry[3], entry[4], etype, name_bit)
+            worst = found
+        signal = names.get(name_bit, f"bit {name_bit}").rsplit("[", 1)[0]
+        if signal.startswith("$") or signal.startswith("bit "):  # a name Yosys made up
+            signal = f"{names.get(entry[3], entry[3])} -> {etype}"
+        if signal not in per_signal or total > per_signal[signal][0]:
+            per_signal[signal] = found
     if worst is None:
         raise ValueError(f"logic depth: module {top!r} has no paths")
+    deepest = tuple(
+        PathSummary(p[0], PathEnd(names.get(p[3], f"bit {p[3]}"), p[4]),
+                    PathEnd(names.get(p[6], f"bit {p[6]}"), p[5]))
+        for p in sorted(per_signal.values(), key=lambda p: (-p[0], str(p[6])))[:DEEPEST_KEPT])
     total, luts, carry, start, stype, etype, name_bit = worst
     return DepthReport(
         levels=total, lut_levels=luts, carry_bits=carry,
@@ -326,5 +362,5 @@ def netlist_depth(netlist: Mapping, top: str) -> DepthReport:
         end=PathEnd(names.get(name_bit, f"bit {name_bit}"), etype),
         longest_carry_bits=max((chain_bits(b) for b in longest_chain), default=0),
         unregistered_dsps=counts["bare_dsp"], dsps=counts["dsp"],
-        lutram_cells=counts["lutram"], cells=len(module.get("cells", {})),
+        lutram_cells=counts["lutram"], cells=len(module.get("cells", {})), deepest=deepest,
     )

@@ -18,7 +18,7 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 
 from heteroreason.sim.flow.io_ring import IoRing
-from heteroreason.sim.flow.logic_depth import DepthReport, PathEnd, netlist_depth
+from heteroreason.sim.flow.logic_depth import DepthReport, netlist_depth
 from heteroreason.sim.flow.toolchain import SimulatorNotFound, yowasp_tool
 
 __all__ = [
@@ -132,9 +132,7 @@ def ultrascale_depth(component: wiring.Component, top: str, *, yosys: str | None
     work = _work_dir(root, top, text, f"xcup {yosys or 'yowasp'}")
     cached = work / f"depth-{_analysis_version()}.json"
     if cached.exists():
-        data = json.loads(cached.read_text())
-        return DepthReport(**(data | {"start": PathEnd(**data["start"]),
-                                      "end": PathEnd(**data["end"])}))
+        return DepthReport.from_dict(json.loads(cached.read_text()))
     netlist = work / f"{top}.xcup.json.gz"
     if not netlist.exists():  # the netlist is kept: a changed analysis re-reads it
         (work / f"{top}.v").write_text(text)

@@ -41,5 +41,9 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("swiglu", {}),
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643}),
         ("kv_frontend", {"capacity": 4096}),
+        # the core's glue (scratchpad readers, sinks, sequencer) around small units, with the
+        # KV cache in memory as the U280 design has it
+        ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 16,
+                          "heads_parallel": 4, "vector_width": 8, "external_kv": 1}),
     ],
 }

@@ -6,11 +6,11 @@ One token is the RTL's operator table (:data:`heteroreason.rtl.decoder.operators
 embedding; per layer norm, q/k/v, RoPE of q and k, KV write, attention, o, norm, gate, SiLU table,
 up (with SwiGLU), down; final norm; LM head when the logits are kept — each with the cycles its unit
 needs (scratchpad rows of ``vector_width`` elements on the vector paths, one a cycle where each
-element needs its own parameter, rows x beats, ``3 T`` per attention job, ...) plus a fitted
-per-operator overhead. The weight stream is modelled as the RTL has it: after the request latency it
-delivers one stream beat a cycle into a prefetch buffer (``weight_buffer`` matrix-vector beats)
-until the buffer is full; a matrix-vector operator takes ``lanes // stream_bytes`` stream beats a
-cycle while the buffer has them, and waits on the stream when it does not. So the model is
+element needs its own parameter, rows x beats, the attention unit's own job cycles, ...) plus a
+fitted per-operator overhead. The weight stream is modelled as the RTL has it: after the request
+latency it delivers one stream beat a cycle into a prefetch buffer (``weight_buffer`` matrix-vector
+beats) until the buffer is full; a matrix-vector operator takes ``lanes // stream_bytes`` stream
+beats a cycle while the buffer has them, and waits on the stream when it does not. So the model is
 stream-bound or compute-bound exactly where the RTL is.
 
 All times are cycles; :meth:`CoreTiming.token_cycles` is the one entry point, and
@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from heteroreason.model.numerics.qwen2_config import Qwen2Config
+from heteroreason.rtl.decoder.attention import job_cycles as attention_job_cycles
 from heteroreason.rtl.decoder.mvu import result_latency
 from heteroreason.rtl.decoder.operators import Operator, Sink, Unit, token_operators
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -30,6 +31,7 @@ from heteroreason.rtl.decoder.rmsnorm import EMIT_LATENCY as NORM_EMIT_LATENCY
 from heteroreason.rtl.decoder.rmsnorm import SCALE_CYCLES as NORM_SCALE_CYCLES
 from heteroreason.rtl.decoder.rmsnorm import square_latency
 from heteroreason.rtl.decoder.rope import LATENCY as ROPE_LATENCY
+from heteroreason.rtl.decoder.sequencer import EMBED_LATENCY, READ_LATENCY
 from heteroreason.rtl.decoder.swiglu import LATENCY as SWIGLU_LATENCY
 
 __all__ = ["OVERHEADS", "CoreTiming", "Overheads", "cycles_to_ms"]
@@ -47,7 +49,7 @@ class Overheads:
     matvec: float = 0.0
     rope: float = 44.0
     kv_write: float = 17.5
-    attention_job: float = 48.0  # the 47-cycle reciprocal and the command
+    attention_job: float = 4.0  # the command and the hand-overs around the unit's passes
     silu_table: float = 11.5
     tail: float = 0.0
 
@@ -100,25 +102,29 @@ class CoreTiming:
 
         if op.unit is Unit.MATVEC:
             cols, rows = getattr(c, op.cols), getattr(c, op.rows)
-            # a scratchpad row a cycle, then the beat handed over
-            load = o.vector_load if op.reuse else beats(cols) * (lanes // v + 1) + o.vector_load
+            # the scratchpad's reader started, then a row a cycle and the beat handed over
+            load = o.vector_load if op.reuse else \
+                READ_LATENCY + beats(cols) * (lanes // v + 1) + o.vector_load
             return load, rows * beats(cols)
         if op.unit is Unit.EMBED:
-            return c.hidden + beats(c.hidden) + o.embed, 0
+            return c.hidden + beats(c.hidden) + EMBED_LATENCY + o.embed, 0
         if op.unit is Unit.NORM:
             # rows in, the last squares summed, the division, the reciprocal square root, the
             # elements issued, the last one through the output pipeline
-            return (c.hidden // v + square_latency(v) + 1 + NORM_DIVIDER_CYCLES
+            return (READ_LATENCY + c.hidden // v + square_latency(v) + 1 + NORM_DIVIDER_CYCLES
                     + NORM_SCALE_CYCLES + c.hidden + NORM_EMIT_LATENCY + o.norm), 0
         if op.unit is Unit.ROPE:
             # each head in, then out; the last head's rotations leave the unit's pipeline
-            return 2 * getattr(c, op.heads) * hd // v + o.rope + ROPE_LATENCY, 0
+            return READ_LATENCY + 2 * getattr(c, op.heads) * hd // v + o.rope + ROPE_LATENCY, 0
         if op.unit is Unit.KV_WRITE:
-            return c.kv_heads * (2 * hd // v + 1) + o.kv_write, 0
+            # per KV head: its K rows and its V rows, each run through the reader; the write
+            return c.kv_heads * (2 * (1 + READ_LATENCY + hd // v) + 1) + o.kv_write, 0
         if op.unit is Unit.ATTENTION:
             jobs = c.heads // p.heads_parallel
-            cycles = jobs * (p.heads_parallel * (hd // v + 1) + 3 * (position + 1)
-                             + p.heads_parallel * hd // v + o.attention_job)
+            # each job: its queries gathered and sent, then the unit's passes
+            cycles = jobs * (READ_LATENCY + p.heads_parallel * (hd // v + 1) + o.attention_job
+                             + attention_job_cycles(head_dim=hd, heads=p.heads_parallel,
+                                                    width=v, length=position + 1))
             if p.external_kv:
                 cycles += jobs * self.memory_latency_cycles
             return cycles, 0

@@ -1,8 +1,8 @@
 """Golden outputs: the reproduction's tables and timeline, byte for byte as the code produced them
 before the restructuring into packages (commit 423a7a3); the calibration points and the
-``rtl-u280-300`` table were regenerated when the datapath was pipelined (commit 30a6a6b). A
-change of any figure fails here; an intended one regenerates the files in
-``tests/fixtures/golden/`` and says why in its commit."""
+``rtl-u280-300`` table were regenerated when the datapath was pipelined (commit 30a6a6b) and when
+the attention unit and the core's glue were. A change of any figure fails here; an intended one
+regenerates the files in ``tests/fixtures/golden/`` and says why in its commit."""
 
 import hashlib
 import subprocess

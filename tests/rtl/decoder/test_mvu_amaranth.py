@@ -10,6 +10,7 @@ from amaranth.sim import Simulator
 from heteroreason.model.numerics.qwen2_int8 import quant_multiplier, requant
 from heteroreason.rtl.decoder.mvu import MatVecUnit, OutBits
 from heteroreason.rtl.decoder.weight_schedule import linear_schedule
+from heteroreason.sim.verify.amaranth_run import run_until_done
 
 BITS = {OutBits.INT8: 8, OutBits.INT16: 16, OutBits.INT32: 32}
 
@@ -99,7 +100,8 @@ def test_random_jobs_match_the_reference(lanes, seed):
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
-    sim.run_until(1e-8 * 200_000)
+    run_until_done(sim, lambda: len(results) == len(jobs), clock_period_s=1e-8,
+                   max_cycles=200_000)
     assert len(results) == len(jobs), f"seed={seed}: only {len(results)} jobs finished"
     for i, ((_, _, _, expected), got) in enumerate(zip(jobs, results, strict=True)):
         assert got == [int(v) for v in expected], f"seed={seed} job {i}"

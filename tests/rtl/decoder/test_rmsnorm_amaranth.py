@@ -9,6 +9,7 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.numerics.qwen2_int8 import int_rmsnorm, quant_multiplier
 from heteroreason.rtl.decoder.rmsnorm import RmsNorm
+from heteroreason.sim.verify.amaranth_run import run_until_done
 
 
 def random_vector(rng: np.random.Generator, max_length: int, width: int = 1):
@@ -69,7 +70,8 @@ def test_random_vectors_match_the_reference(seed, width):
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
-    sim.run_until(1e-8 * 100_000)
+    run_until_done(sim, lambda: len(results) == len(jobs), clock_period_s=1e-8,
+                   max_cycles=100_000)
     assert len(results) == len(jobs), f"seed={seed}: {len(results)} of {len(jobs)} finished"
     for i, ((*_, expected), got) in enumerate(zip(jobs, results, strict=True)):
         assert got == [int(v) for v in expected], f"seed={seed} vector {i}"

@@ -11,6 +11,7 @@ from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.numerics.qwen2_float import random_weights
 from heteroreason.model.numerics.qwen2_int8 import activation_scales, int_rope, quantize
 from heteroreason.rtl.decoder.rope import Rope
+from heteroreason.sim.verify.amaranth_run import run_until_done
 
 
 @pytest.mark.parametrize("width", [1, 2, 8])
@@ -60,8 +61,9 @@ def test_heads_at_random_positions(width):
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
-    sim.run_until(1e-8 * 40_000)
     expected = [int(v) for _, _, e in cases for v in e.ravel()]
+    run_until_done(sim, lambda: len(got) == len(expected), clock_period_s=1e-8,
+                   max_cycles=40_000)
     assert got == expected
 
 

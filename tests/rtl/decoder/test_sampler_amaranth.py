@@ -9,6 +9,7 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.numerics.qwen2_float import greedy
 from heteroreason.rtl.decoder.sampler import ArgmaxSampler
+from heteroreason.sim.verify.amaranth_run import run_until_done
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -53,7 +54,8 @@ def test_argmax_with_ties_and_marks(seed):
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
-    sim.run_until(1e-8 * 50_000)
+    run_until_done(sim, lambda: len(got) == len(vectors), clock_period_s=1e-8,
+                   max_cycles=50_000)
     expected = []
     for v in vectors:
         t = greedy(v)

@@ -1,9 +1,11 @@
 """Logic depth of a mapped netlist: hand-built Yosys JSON netlists with known answers, and the
 budget rule."""
 
+from dataclasses import asdict
+
 import pytest
 
-from heteroreason.sim.flow.logic_depth import lut_budget, netlist_depth
+from heteroreason.sim.flow.logic_depth import DepthReport, lut_budget, netlist_depth
 
 IN, OUT = "input", "output"
 
@@ -100,3 +102,16 @@ def test_lut_budget_follows_report_failfast():
         lut_budget(300e6, speed_grade=4)
     with pytest.raises(ValueError, match=r"^clock must be positive, not 0 Hz$"):
         lut_budget(0)
+
+
+def test_deepest_lists_each_end_signal_once_deepest_first():
+    # a (10) -> 3 LUTs -> x[0] (40); a -> 1 LUT -> x[1] (41); a -> 2 LUTs -> y (42)
+    cells = [ff(9, 10), ff(10, 9),
+             lut([10], 11), lut([11], 12), lut([12], 13), ff(13, 40),
+             lut([10], 14), ff(14, 41),
+             lut([10], 15), lut([15], 16), ff(16, 42)]
+    report = netlist_depth(netlist(cells, {"a": [10], "x": [40, 41], "y": [42]}), "top")
+    summary = [(p.levels, p.start.signal, p.end.signal) for p in report.deepest]
+    assert summary[:2] == [(3, "a", "x[0]"), (2, "a", "y")]  # x's bits together: its deepest
+    assert [p.end.signal for p in report.deepest].count("x[1]") == 0
+    assert DepthReport.from_dict(asdict(report)) == report

@@ -19,6 +19,9 @@ CONTROLLER = ControllerConfig(delimiters=frozenset({16, 34}), eos=1, max_step_to
                               max_total_tokens=24, max_steps=4)
 
 
+# one worker runs the module: the fixture's co-simulation is its cost
+pytestmark = pytest.mark.xdist_group("cosim")
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     trace_file = tmp_path_factory.mktemp("cosim") / "traces.jsonl"

@@ -33,8 +33,7 @@ def test_frontend_icarus(icarus):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(100, 103))
-def test_frontend_long(simulator, seed):
-    result = run_cocotb("kv_frontend", TB, params=PARAMS, simulator=simulator, seed=seed,
+def test_frontend_long(simulator, long_seed):
+    result = run_cocotb("kv_frontend", TB, params=PARAMS, simulator=simulator, seed=long_seed,
                         stimulus=Stimulus(random_events=20_000))
     assert (result.tests, result.failed) == (TESTS_PER_RUN, 0)

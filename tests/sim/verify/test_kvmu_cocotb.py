@@ -30,8 +30,7 @@ def test_kvmu_icarus(icarus):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(100, 104))
-def test_kvmu_long(simulator, seed):
-    result = run_cocotb("kvmu", TB, params={"capacity": 48}, simulator=simulator, seed=seed,
+def test_kvmu_long(simulator, long_seed):
+    result = run_cocotb("kvmu", TB, params={"capacity": 48}, simulator=simulator, seed=long_seed,
                         stimulus=Stimulus(random_events=20_000))
     assert (result.tests, result.failed) == (TESTS_PER_RUN, 0)
