@@ -1,5 +1,6 @@
 """Waveforms: a Verilator run with waves=True leaves a VCD that vcdvcd reads back."""
 
+import pytest
 from vcdvcd import VCDVCD
 
 from heteroreason.rtl.decoder.operators import LAYER_OPERATORS
@@ -22,6 +23,7 @@ def test_vcd_records_the_pointers():
     assert [int(v, 2) for _, v in ahead.tv][:3] == [0, 20, 21]
 
 
+@pytest.mark.slow
 def test_decoder_waveform_agrees_with_the_counters():
     """The same run read two ways: the testbench's counters and the VCD (busy, pc/layer, the
     weight stream's handshakes) give the same token cycles, beats, waits and holds."""

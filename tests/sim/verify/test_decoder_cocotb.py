@@ -50,7 +50,7 @@ ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 16, "stre
 
 
 @pytest.mark.parametrize("name", [pytest.param("accept", marks=pytest.mark.slow), "reject",
-                                  "backtrack"])
+                                  pytest.param("backtrack", marks=pytest.mark.slow)])
 def test_engine_scenarios_with_stalls(tiny_scenarios, name, tmp_path):
     scenarios, delimiter, eos = tiny_scenarios
     record = run_scenario(scenarios[name], delimiter, eos, ENGINE_A, STALLS, seed=11,
