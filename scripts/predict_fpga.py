@@ -24,7 +24,7 @@ from heteroreason.model.files import InputError
 from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.calibration import CalibrationError
-from heteroreason.model.timing.fpga.clock_basis import clock_basis
+from heteroreason.model.timing.fpga.clock_basis import clock_basis, ecp5_basis
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
     design_for,
@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {b}: {clock_basis(BOARDS[b].clock_hz).summary()}")
         except InputError as exc:
             print(f"  {b}: {BOARDS[b].clock_hz / 1e6:g} MHz assumed ({exc})")
+    try:  # the RTL's structure on a routed part (model/timing/fpga/data/ecp5_evidence.json)
+        print(f"  {ecp5_basis().summary()}")
+    except InputError as exc:
+        print(f"  ECP5: no evidence ({exc})")
 
     import matplotlib
 

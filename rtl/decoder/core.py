@@ -212,6 +212,7 @@ class DecoderCore(wiring.Component):
                         seq.run(op)
             with m.Default():
                 m.d.sync += running.eq(0)
+        seq.matvec_streams()
         return m
 
     def _prefetch(self, m, token, running, start_token) -> None:

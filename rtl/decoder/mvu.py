@@ -1,10 +1,10 @@
 """Matrix-vector unit: int8 x int8 dot products at ``lanes`` MACs per cycle with requantization."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.rtl.compare import is_zero
+from heteroreason.rtl.compare import equals, is_zero
 from heteroreason.rtl.decoder.pipeline import (
     REQUANT_LATENCY,
     delay,
@@ -156,11 +156,16 @@ class MatVecUnit(wiring.Component):
             results.r_en.eq(self.out.ready),
         ]
         # ``room``: the queue will hold one more result (registered: no comparison on the take
-        # path), i.e. ``in_flight < depth`` of this cycle
+        # path), i.e. ``in_flight < depth`` of this cycle. Next cycle's value is chosen by the
+        # take and the leave among flags of this cycle's count (no adder after the take)
         room = Signal(init=1)
         next_in_flight = Signal(range(depth + 2))
+        below = (in_flight < depth - 1) if depth > 1 else Const(0)
+        at_edge, full = equals(in_flight, depth - 1), equals(in_flight, depth)
         m.d.comb += next_in_flight.eq(in_flight + take_last - leave)
-        m.d.sync += [in_flight.eq(next_in_flight), room.eq(next_in_flight < depth)]
+        m.d.sync += [in_flight.eq(next_in_flight),
+                     room.eq(below | (at_edge & (~take_last | leave))
+                             | (full & leave & ~take_last))]
 
         # stage 0: the taken weight beat, its vector beat read from the buffer, its row's tags
         take = Signal()

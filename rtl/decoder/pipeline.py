@@ -25,6 +25,10 @@ __all__ = [
 ]
 
 TREE_LEVELS_PER_STAGE = 2
+# the attribute of a register copy that synthesis keeps apart from its twins (Yosys's opt_merge
+# and Vivado's equivalent-register removal would otherwise fold the copies back into one
+# register driving every unit: the long route the copy exists to avoid)
+KEEP = {"keep": 1}
 REQUANT_LATENCY = 10  # cycles from the accumulator register to the saturated result register
 
 
@@ -35,13 +39,16 @@ def tree_latency(terms: int) -> int:
     return math.ceil(math.ceil(math.log2(terms)) / TREE_LEVELS_PER_STAGE) if terms > 1 else 0
 
 
-def delay(m, value, cycles: int, *, name: str = "delayed", reset_less: bool = False):
+def delay(m, value, cycles: int, *, name: str = "delayed", reset_less: bool = False,
+          keep: bool = False):
     """``value`` registered ``cycles`` times (``reset_less`` for data, which needs no reset);
-    a view keeps its layout."""
+    a view keeps its layout. ``keep`` marks a deliberate copy of a register (one beside each
+    of the units it feeds) that synthesis must not merge with its twins."""
     if not isinstance(value, data.View):
         value = Value.cast(value)
     for k in range(cycles):
-        reg = Signal(value.shape(), name=f"{name}{k}", reset_less=reset_less)
+        reg = Signal(value.shape(), name=f"{name}{k}", reset_less=reset_less,
+                     attrs=KEEP if keep else {})
         m.d.sync += reg.eq(value)
         value = reg
     return value
@@ -144,8 +151,9 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
     a_parts = [a[lo:lo + 17] if lo + 17 < len(a) else a[lo:].as_signed() for lo in cuts]
     m_parts = (mult[:17], mult[17:31])
 
-    def reg(value, label, shape=None):
-        r = Signal(shape or Value.cast(value).shape(), name=f"{name}_{label}", reset_less=True)
+    def reg(value, label, shape=None, keep=False):
+        r = Signal(shape or Value.cast(value).shape(), name=f"{name}_{label}", reset_less=True,
+                   attrs=KEEP if keep else {})
         if en is None:
             m.d.sync += r.eq(value)
         else:
@@ -156,7 +164,8 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
     # stage 1: each multiplier's own copy of its operands (its A and B registers, placed
     # beside it: one register driving six multipliers is a long route); 2-3: the partial
     # products, each registered twice (the multiplier's M and P)
-    pp = {(i, j): reg(reg(reg(x, f"a{i}{j}") * reg(y, f"b{i}{j}"), f"m{i}{j}"), f"p{i}{j}")
+    pp = {(i, j): reg(reg(reg(x, f"a{i}{j}", keep=True) * reg(y, f"b{i}{j}", keep=True),
+                          f"m{i}{j}"), f"p{i}{j}")
           for i, x in enumerate(a_parts) for j, y in enumerate(m_parts)}
     # stage 4: the rows a_i * mult
     rows = [reg(pp[i, 0] + (pp[i, 1] << 17), f"s{i}",

@@ -180,6 +180,11 @@ class Sequencer:
         self.krow = Signal(data.ArrayLayout(signed(8), c.head_dim))
         self.have = Signal()
         self.p_mult, self.p_shift = Signal(unsigned(31)), Signal(unsigned(6))
+        # a matrix-vector operator's weights flow, and where its results go: registered as
+        # the operator enters its streaming phase, so that no program-counter decode lies
+        # between the streams and the unit's take (see :meth:`matvec_streams`)
+        self.streaming = Signal(name="streaming")
+        self.sink_of = {sink: Signal(name=f"sink_{sink.value}") for sink in Sink}
         self.head_rows = c.head_dim // p.vector_width  # scratchpad rows of a head
         self.index_bits = max(1, (self.head_rows - 1).bit_length())
         self._embed_pipeline()
@@ -196,7 +201,45 @@ class Sequencer:
 
     def _counters(self):
         return [self.phase.eq(0), self.i.eq(0), self.j.eq(0), self.k.eq(0), self.lane.eq(0),
-                self.head.eq(0), self.have.eq(0)]
+                self.head.eq(0), self.have.eq(0), self.streaming.eq(0),
+                *(flag.eq(0) for flag in self.sink_of.values())]
+
+    def _stream(self, op: Operator):
+        """Assignments that enter ``op``'s streaming phase (phase 2)."""
+        return [self.phase.eq(2), self.streaming.eq(1), self.sink_of[op.sink].eq(1)]
+
+    def matvec_streams(self) -> None:
+        """The weight and row-parameter streams into the matrix-vector unit and its results'
+        ``ready``, from the registered flags (elaborated once, outside the operators' cases)."""
+        m, mvu, w, param, sp = self.m, self.units.mvu, self.w, self.param, self.sp
+        with m.If(self.streaming):
+            m.d.comb += [mvu.weights.valid.eq(w.valid), mvu.weights.payload.eq(w.data),
+                         w.ready.eq(mvu.weights.ready),
+                         mvu.rowparam.valid.eq(param.valid),
+                         mvu.rowparam.payload.bias.eq(param.data.value),
+                         mvu.rowparam.payload.mult.eq(param.data.mult),
+                         mvu.rowparam.payload.shift.eq(param.data.shift),
+                         param.ready.eq(mvu.rowparam.ready)]
+        # the results: to the sampler, added to the residual, through SwiGLU with the gate
+        # (both read by the second reader as the results leave), or stored
+        flag, reader, j = self.sink_of, sp.reader1, self.j
+        sampler, swiglu = self.units.sampler, self.units.swiglu
+        value, last = mvu.out.payload.value, mvu.out.payload.last
+        # the reader's row is done with its last element (or the vector's)
+        row_done = (equals(j[:sp.shift], self.p.vector_width - 1) if sp.shift else 1) | last
+        m.d.comb += [
+            mvu.out.ready.eq((flag[Sink.SAMPLE] & sampler.logits.ready)
+                             | (flag[Sink.ADD] & reader.valid)
+                             | (flag[Sink.SWIGLU] & swiglu.x.ready & reader.valid)
+                             | flag[Sink.STORE]),
+            sampler.logits.valid.eq(flag[Sink.SAMPLE] & mvu.out.valid),
+            sampler.logits.payload.value.eq(value), sampler.logits.payload.last.eq(last),
+            swiglu.x.valid.eq(flag[Sink.SWIGLU] & mvu.out.valid & reader.valid),
+            swiglu.x.payload.gate.eq(sp.element(reader.row, j)[:8]),
+            swiglu.x.payload.up.eq(value[:8]), swiglu.x.payload.last.eq(last),
+            reader.ready.eq(mvu.out.valid & row_done
+                            & (flag[Sink.ADD] | (flag[Sink.SWIGLU] & swiglu.x.ready))),
+        ]
 
     def reset(self) -> None:
         """A new token: the first operator, the first layer."""
@@ -296,7 +339,7 @@ class Sequencer:
                          mvu.cmd.payload.out_bits.eq(OutBits[f"INT{op.out_bits}"]),
                          mvu.cmd.payload.reuse.eq(op.reuse)]
             with m.If(mvu.cmd.ready):
-                m.d.sync += phase.eq(2 if op.reuse else 1)
+                m.d.sync += self._stream(op) if op.reuse else phase.eq(1)
                 if not op.reuse:
                     reader.start(sp.row_of[op.src], cols // vw)
                 self._start_sink(op)
@@ -321,16 +364,8 @@ class Sequencer:
                     with m.If(mvu.vec.ready):
                         m.d.sync += have.eq(0)
                         with m.If(i >= beats * lanes // vw):
-                            m.d.sync += phase.eq(2)
-        with m.If(equals(phase, 2)):
-            w, param = self.w, self.param
-            m.d.comb += [mvu.weights.valid.eq(w.valid), mvu.weights.payload.eq(w.data),
-                         w.ready.eq(mvu.weights.ready),
-                         mvu.rowparam.valid.eq(param.valid),
-                         mvu.rowparam.payload.bias.eq(param.data.value),
-                         mvu.rowparam.payload.mult.eq(param.data.mult),
-                         mvu.rowparam.payload.shift.eq(param.data.shift),
-                         param.ready.eq(mvu.rowparam.ready)]
+                            m.d.sync += self._stream(op)
+        with m.If(equals(phase, 2)):  # the streams: :meth:`matvec_streams`
             self._sink(op)
             with m.If(mvu.out.valid & mvu.out.ready):
                 m.d.sync += j.eq(j + 1)
@@ -347,43 +382,26 @@ class Sequencer:
             sp.reader1.start(sp.row_of["g"], rows // vw)
 
     def _sink(self, op: Operator) -> None:
-        """Where the matrix-vector results go, one a cycle (``j`` counts them)."""
+        """Where the matrix-vector results go, one a cycle (``j`` counts them); the
+        handshakes are :meth:`matvec_streams`'s."""
         m, sp, j, mvu = self.m, self.sp, self.j, self.units.mvu
-        value, last = mvu.out.payload.value, mvu.out.payload.last
+        value = mvu.out.payload.value
         reader = sp.reader1
-        # the reader's row is done with its last element (or the vector's)
-        row_done = (equals(j[:sp.shift], self.p.vector_width - 1) if sp.shift else 1) | last
-        if op.sink is Sink.SAMPLE:
-            sampler = self.units.sampler
-            m.d.comb += [sampler.logits.valid.eq(mvu.out.valid),
-                         sampler.logits.payload.value.eq(value),
-                         sampler.logits.payload.last.eq(last),
-                         mvu.out.ready.eq(sampler.logits.ready)]
-        elif op.sink is Sink.ADD:  # r[j] = sat16(r[j] + value)
+        if op.sink is Sink.ADD:  # r[j] = sat16(r[j] + value)
             total = Signal(signed(18))
-            m.d.comb += [total.eq(sp.element(reader.row, j) + value),
-                         mvu.out.ready.eq(reader.valid),
-                         reader.ready.eq(mvu.out.valid & row_done)]
+            m.d.comb += total.eq(sp.element(reader.row, j) + value)
             sp.store_element(sp.start[op.dst] + j, saturate(m, total, 16),
                              mvu.out.valid & reader.valid)
         elif op.sink is Sink.SWIGLU:  # x[k] = swiglu(g[k], up[k]), g read as up[j] leaves
             swiglu = self.units.swiglu
-            gate = sp.element(reader.row, j)
-            m.d.comb += [swiglu.x.valid.eq(mvu.out.valid & reader.valid),
-                         swiglu.x.payload.gate.eq(gate[:8]),
-                         swiglu.x.payload.up.eq(value[:8]),
-                         swiglu.x.payload.last.eq(last),
-                         mvu.out.ready.eq(swiglu.x.ready & reader.valid),
-                         reader.ready.eq(mvu.out.valid & swiglu.x.ready & row_done),
-                         swiglu.y.ready.eq(1)]
+            m.d.comb += swiglu.y.ready.eq(1)
             # the unit's results trail its inputs by its pipeline: ``k`` counts them
             sp.store_element(sp.start[op.dst] + self.k, swiglu.y.payload.value, swiglu.y.valid)
             with m.If(swiglu.y.valid):
                 m.d.sync += self.k.eq(self.k + 1)
                 with m.If(swiglu.y.payload.last):
                     self.next_op(op)
-        else:
-            m.d.comb += mvu.out.ready.eq(1)
+        elif op.sink is Sink.STORE:
             sp.store_element(sp.start[op.dst] + j, value, mvu.out.valid)
 
     def rope(self, op: Operator) -> None:  # in place, a scratchpad row a beat

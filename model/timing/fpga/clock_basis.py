@@ -17,10 +17,14 @@ from pathlib import Path
 from heteroreason.model.files import InputError, loads_json, read_text
 from heteroreason.model.timing.fpga.calibration import rtl_hash
 
-__all__ = ["EVIDENCE_FILE", "EVIDENCE_FORMAT", "LUT_NS_ULTRASCALE_PLUS", "ClockBasis",
-           "TopTiming", "clock_basis", "load_evidence", "lut_budget"]
+__all__ = ["ECP5_EVIDENCE_FILE", "EVIDENCE_FILE", "EVIDENCE_FORMAT", "LUT_NS_ULTRASCALE_PLUS",
+           "ClockBasis", "Ecp5Basis", "TopTiming", "clock_basis", "ecp5_basis", "load_evidence",
+           "lut_budget"]
 
 EVIDENCE_FILE = Path(__file__).parent / "data" / "timing_evidence.json"
+# the tops at small widths placed and routed on the ECP5 (``scripts/timing_report.py --set
+# small --ecp5 --write-evidence``): what the RTL's structure reaches on a routed part
+ECP5_EVIDENCE_FILE = Path(__file__).parent / "data" / "ecp5_evidence.json"
 EVIDENCE_FORMAT = "heteroreason-timing/1"
 # ns per LUT and its net that Xilinx's report_failfast budgets on UltraScale+ by speed grade
 # (XilinxTclStore, tclapp/xilinx/designutils/report_failfast.tcl, "LUT budgeting")
@@ -50,6 +54,10 @@ class TopTiming:
     unregistered_dsps: int
     start: str
     end: str
+    # with ``--ecp5``: the clock nextpnr-ecp5 reached, the one it aimed for, the part
+    ecp5_mhz: float | None = None
+    ecp5_target_mhz: float | None = None
+    ecp5_part: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,9 @@ def load_evidence(path: Path = EVIDENCE_FILE) -> tuple[str, tuple[TopTiming, ...
     tops = []
     for k, entry in enumerate(obj["tops"]):
         try:
-            tops.append(TopTiming(**{f: entry[f] for f in TopTiming.__dataclass_fields__}))
+            fields = {f: entry[f] for f in TopTiming.__dataclass_fields__
+                      if not f.startswith("ecp5_") or f in entry}
+            tops.append(TopTiming(**fields))
         except (KeyError, TypeError) as exc:
             raise InputError(str(path), f"tops[{k}] lacks or mistypes a field ({exc})") from None
     return obj["rtl_hash"], tuple(tops)
@@ -117,3 +127,45 @@ def clock_basis(clock_hz: float, path: Path = EVIDENCE_FILE) -> ClockBasis:
     within = tuple(t for t in tops if t.levels <= budget and not t.unregistered_dsps)
     over = tuple(t for t in tops if t not in within)
     return ClockBasis(clock_hz, budget, within, over, recorded, recorded != rtl_hash())
+
+
+@dataclass(frozen=True)
+class Ecp5Basis:
+    """The tops placed and routed on the ECP5 against the clock they aimed for."""
+
+    tops: tuple[TopTiming, ...]
+    rtl_hash: str
+    stale: bool
+
+    @property
+    def below(self) -> tuple[TopTiming, ...]:
+        return tuple(t for t in self.tops if t.ecp5_mhz < t.ecp5_target_mhz)
+
+    def summary(self) -> str:
+        if self.stale:
+            return (f"ECP5: no evidence of this RTL (the file is from {self.rtl_hash[:12]}; "
+                    "rerun scripts/timing_report.py --set small --ecp5 --write-evidence)")
+        part = self.tops[0].ecp5_part
+        target = min(t.ecp5_target_mhz for t in self.tops)
+        lowest = min(self.tops, key=lambda t: t.ecp5_mhz)
+        text = (f"ECP5 {part} after nextpnr, {len(self.tops)} tops at small widths: "
+                f"lowest {lowest.top} {lowest.ecp5_mhz:.1f} MHz")
+        if self.below:
+            return text + "; below the target: " + ", ".join(
+                f"{t.top} {t.ecp5_mhz:.1f} < {t.ecp5_target_mhz:g}" for t in self.below)
+        return text + f" (every top >= {target:g} MHz)"
+
+
+def ecp5_basis(path: Path = ECP5_EVIDENCE_FILE) -> Ecp5Basis:
+    """The ECP5 evidence (every entry must carry its place-and-route figures)."""
+    if not Path(path).exists():
+        raise InputError(str(path), "no ECP5 evidence (run scripts/timing_report.py --set "
+                         "small --ecp5 --write-evidence)")
+    recorded, tops = load_evidence(path)
+    for k, t in enumerate(tops):
+        if t.ecp5_mhz is None or t.ecp5_target_mhz is None or t.ecp5_part is None:
+            raise InputError(str(path), f"tops[{k}] ({t.top}) has no ECP5 figures "
+                                        "(ecp5_mhz, ecp5_target_mhz, ecp5_part)")
+    if not tops:
+        raise InputError(str(path), "field 'tops' is empty")
+    return Ecp5Basis(tops, recorded, recorded != rtl_hash())

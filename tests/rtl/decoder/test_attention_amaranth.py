@@ -33,6 +33,18 @@ def random_jobs(rng, keys, values, heads, count=30):
     return cases
 
 
+async def write_row(ctx, dut, keys, values, layer, kv, pos):
+    """Offer the cache rows of ``pos`` on ``kv_write`` until they are taken."""
+    p = dut.kv_write.payload
+    ctx.set(p.layer, layer)
+    ctx.set(p.kv_head, kv)
+    ctx.set(p.pos, pos)
+    ctx.set(p.k, [int(v) for v in keys[layer, kv, pos]])
+    ctx.set(p.v, [int(v) for v in values[layer, kv, pos]])
+    ctx.set(dut.kv_write.valid, 1)
+    await ctx.tick().until(dut.kv_write.ready)
+
+
 @pytest.mark.parametrize("seed, head_dim, heads, external_kv, width", [
     (1, 8, 1, False, 1), (2, 16, 1, False, 1), (3, 8, 3, False, 1), (4, 16, 2, False, 4),
     (5, 8, 2, True, 1), (6, 8, 3, True, 8)])
@@ -52,14 +64,7 @@ def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width
         for layer in range(layers):
             for kv in range(kv_heads):
                 for pos in range(max_context):
-                    p = dut.kv_write.payload
-                    ctx.set(p.layer, layer)
-                    ctx.set(p.kv_head, kv)
-                    ctx.set(p.pos, pos)
-                    ctx.set(p.k, [int(v) for v in keys[layer, kv, pos]])
-                    ctx.set(p.v, [int(v) for v in values[layer, kv, pos]])
-                    ctx.set(dut.kv_write.valid, 1)
-                    await ctx.tick().until(dut.kv_write.ready)
+                    await write_row(ctx, dut, keys, values, layer, kv, pos)
         ctx.set(dut.kv_write.valid, 0)
         for layer, kv, length, q, exp_req, attn_req, _ in cases:
             c = dut.cmd.payload
@@ -167,3 +172,60 @@ def test_job_takes_the_documented_cycles(head_dim, heads, width, length):
     sim.run_until(1e-8 * 2000)
     assert marks["out"] - marks["query"] == job_cycles(
         head_dim=head_dim, heads=heads, width=width, length=length)
+
+
+@pytest.mark.parametrize("kv_heads, layers", [(2, 3), (1, 1)])
+def test_a_job_right_after_a_write_reads_the_written_row(kv_heads, layers):
+    """Each position's K and V rows are written, and the job over them offered in the very next
+    cycle (the decoder's order): the job must see the row just written (the write is registered
+    on its way into the on-chip cache, and the command waits for it)."""
+    head_dim, max_context, seed = 8, 12, 11
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
+    values = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
+    layer, kv = layers - 1, kv_heads - 1
+    exp_req = quant_multiplier(0.01 / math.sqrt(head_dim) * 32)
+    attn_req = quant_multiplier(0.02 / 2**16 / 0.01)
+    queries = rng.integers(-128, 128, (max_context, head_dim))
+    expected = [int(v) for t in range(max_context) for v in attend(
+        queries[t][None, None], keys[layer, kv, :t + 1][:, None],
+        values[layer, kv, :t + 1][:, None], np.ones((1, t + 1), bool), exp_req,
+        attn_req)[0].ravel()]
+    dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
+                    max_context=max_context)
+    got = []
+
+    async def driver(ctx):
+        for t in range(max_context):
+            await write_row(ctx, dut, keys, values, layer, kv, t)
+            ctx.set(dut.kv_write.valid, 0)
+            c = dut.cmd.payload
+            for name, value in (("layer", layer), ("kv_head", kv), ("length", t + 1),
+                                ("exp_mult", exp_req[0]), ("exp_shift", exp_req[1]),
+                                ("out_mult", attn_req[0]), ("out_shift", attn_req[1])):
+                ctx.set(getattr(c, name), int(value))
+            ctx.set(dut.cmd.valid, 1)
+            await ctx.tick().until(dut.cmd.ready)
+            ctx.set(dut.cmd.valid, 0)
+            ctx.set(dut.q.payload, [int(v) for v in queries[t]])
+            ctx.set(dut.q.valid, 1)
+            await ctx.tick().until(dut.q.ready)
+            ctx.set(dut.q.valid, 0)
+            while len(got) < (t + 1) * head_dim:
+                await ctx.tick()
+
+    async def monitor(ctx):
+        ctx.set(dut.out.ready, 1)
+        async for _, _, valid, value in ctx.tick().sample(dut.out.valid,
+                                                          dut.out.payload.value):
+            if valid:
+                got.append(int(value[0]))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(driver)
+    sim.add_testbench(monitor)
+    run_until_done(sim, lambda: len(got) == len(expected), clock_period_s=1e-8,
+                   max_cycles=40_000)
+    assert got == expected, f"seed={seed}"
+    assert len(set(expected)) > 5, "outputs are not degenerate"

@@ -11,6 +11,7 @@ from heteroreason.model.timing.fpga.clock_basis import (
     EVIDENCE_FILE,
     EVIDENCE_FORMAT,
     clock_basis,
+    ecp5_basis,
     load_evidence,
     lut_budget,
 )
@@ -69,3 +70,31 @@ def test_the_committed_evidence_is_from_this_rtl():
     recorded, tops = load_evidence(EVIDENCE_FILE)
     assert recorded == rtl_hash(), "rerun scripts/timing_report.py --set u280 --write-evidence"
     assert {t.top for t in tops} >= {"mvu", "rmsnorm", "rope", "attention", "swiglu", "sampler"}
+
+
+def routed(name, mhz, target=150.0):
+    return top(name, 5) | {"ecp5_mhz": mhz, "ecp5_target_mhz": target,
+                           "ecp5_part": "LFE5U-85F speed 8"}
+
+
+def test_the_ecp5_basis_names_the_lowest_top_and_those_below_the_target(tmp_path):
+    path = write(tmp_path / "e.json", [routed("mvu", 155.2), routed("decoder_core", 151.0)])
+    basis = ecp5_basis(path)
+    assert not basis.below and not basis.stale
+    assert basis.summary() == ("ECP5 LFE5U-85F speed 8 after nextpnr, 2 tops at small widths: "
+                               "lowest decoder_core 151.0 MHz (every top >= 150 MHz)")
+    path = write(tmp_path / "f.json", [routed("mvu", 155.2), routed("attention", 141.6)])
+    assert ecp5_basis(path).summary().endswith("; below the target: attention 141.6 < 150")
+    stale = write(tmp_path / "g.json", [routed("mvu", 155.2)], rtl="1" * 64)
+    assert ecp5_basis(stale).summary().startswith("ECP5: no evidence of this RTL")
+
+
+def test_ecp5_evidence_without_its_figures_is_refused(tmp_path):
+    path = write(tmp_path / "e.json", [routed("mvu", 155.2), top("rope", 6)])
+    with pytest.raises(InputError, match=r"tops\[1\] \(rope\) has no ECP5 figures"):
+        ecp5_basis(path)
+    with pytest.raises(InputError, match="field 'tops' is empty"):
+        ecp5_basis(write(tmp_path / "f.json", []))
+    with pytest.raises(InputError, match=r"no ECP5 evidence .*--set small --ecp5"):
+        ecp5_basis(tmp_path / "missing.json")
+
