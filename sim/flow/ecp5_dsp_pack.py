@@ -19,9 +19,10 @@ on Yosys's JSON netlist before nextpnr reads it:
 The operands' registers take the block's clock enable ``CE0``, the product's ``CE1`` (each the
 flip-flops' own enable, or constant 1).
 
-An operand flip-flop fed straight from a block RAM or another DSP stays in the fabric (with
-its twin, the other operand's): packed, it would put that block's clock-to-output (4-4.5 ns for
-a ``DP16KD`` read) and the route to the multiplier into one cycle.
+An operand flip-flop fed from a block RAM or another DSP (directly or through a LUT or two)
+stays in the fabric (with its twin, the other operand's): packed, it would put that block's
+clock-to-output (4-4.5 ns for a ``DP16KD`` read) and the route to the multiplier into one
+cycle.
 
 Each packed group replaces one register stage by one, so every path keeps its cycle count.
 Input flip-flops left without a load are removed. Flip-flops that start from a reset value or
@@ -120,11 +121,29 @@ def _operand_ffs(cells: dict, nets: _Nets, pins: dict, group: str) -> dict[int, 
     return ffs or None
 
 
+_LUT_CELLS = {"LUT4", "PFUMX", "L6MUX21"}
+_LUTS_LOOKED_THROUGH = 2
+
+
 def _fed_by_hard_block(cells: dict, nets: _Nets, name: str) -> bool:
-    """The flip-flop's ``D`` comes straight from a block RAM or DSP output."""
-    driver = nets.drivers.get(cells[name]["connections"]["DI"][0])
-    return driver is not None and driver[0] != "$port" \
-        and cells[driver[0]]["type"] in _HARD_BLOCKS
+    """The flip-flop's ``D`` comes from a block RAM or DSP output, directly or through at most
+    :data:`_LUTS_LOOKED_THROUGH` LUTs (a bit select, a sign extension)."""
+    frontier, depth = [cells[name]["connections"]["DI"][0]], 0
+    while frontier and depth <= _LUTS_LOOKED_THROUGH:
+        next_frontier = []
+        for bit in frontier:
+            driver = nets.drivers.get(bit) if isinstance(bit, int) else None
+            if driver is None or driver[0] == "$port":
+                continue
+            cell = cells[driver[0]]
+            if cell["type"] in _HARD_BLOCKS:
+                return True
+            if cell["type"] in _LUT_CELLS:
+                next_frontier += [b for port, bits in cell["connections"].items()
+                                  if cell["port_directions"].get(port) == "input"
+                                  for b in bits]
+        frontier, depth = next_frontier, depth + 1
+    return False
 
 
 def _product_ffs(cells: dict, nets: _Nets, pins: dict) -> dict[int, str] | None:
