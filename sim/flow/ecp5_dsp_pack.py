@@ -194,6 +194,8 @@ def pack_dsp_registers(netlist: dict, top: str) -> DspPacking:
         # unregistered one (the set-up to the register is then the whole multiply)
         operand_ffs = {group: _operand_ffs(cells, nets, pins, group) for group in ("A", "B")}
         inputs = outputs = None
+        # (an operand register already moved into another block as its product register is
+        # never one: it is fed by that block, see _fed_by_hard_block)
         if all(operand_ffs.values()):
             inputs = _shared_control(
                 cells, operand_ffs["A"] | {18 + i: n for i, n in operand_ffs["B"].items()})

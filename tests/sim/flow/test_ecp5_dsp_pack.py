@@ -48,6 +48,16 @@ always @(posedge clk) begin ra <= table_[addr]; rb <= b; p <= ra * rb; end
 endmodule
 """
 
+# a product register that is the next multiply's operand
+CHAINED = """
+module top(input clk, input signed [7:0] a, input signed [7:0] b, input signed [7:0] c,
+           output reg signed [23:0] q);
+reg signed [7:0] ra, rb, rc, rc2;
+reg signed [15:0] p;
+always @(posedge clk) begin ra <= a; rb <= b; rc <= c; rc2 <= rc; p <= ra * rb; q <= p * rc2; end
+endmodule
+"""
+
 # a multiply by a constant that Yosys still puts in a block (``mul2dsp`` keeps multiplies
 # of more than a few bits on each side)
 CONSTANT = """
@@ -150,6 +160,20 @@ def test_a_register_fed_by_a_block_ram_stays_in_the_fabric(tmp_path):
     assert (packing.operands_packed, packing.products_packed) == (0, 1)
     (dsp,) = cells_of(netlist, "MULT18X18D").values()
     assert dsp["parameters"].get("REG_INPUTA_CLK", "NONE") == "NONE"
+
+
+def test_a_product_register_feeding_the_next_multiply_is_packed_once(tmp_path):
+    netlist = synthesize(tmp_path, CHAINED)
+    packing = pack_dsp_registers(netlist, "top")
+    dsps = cells_of(netlist, "MULT18X18D")
+    assert len(dsps) == 2
+    # the first block's product register is packed (its output); the second block's operands
+    # stay in the fabric (one is fed by a block); every pin of the second reads a driven net
+    assert (packing.operands_packed, packing.products_packed) == (2, 2)
+    for dsp in dsps.values():
+        for port, bits in dsp["connections"].items():
+            if dsp["port_directions"][port] == "input" and isinstance(bits[0], int):
+                assert driver_of(netlist, bits[0]) is not None, port
 
 
 def test_a_constant_operand_keeps_the_other_in_the_fabric(tmp_path):
