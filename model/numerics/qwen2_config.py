@@ -157,9 +157,12 @@ PRESETS: dict[str, Qwen2Config] = {c.name: c for c in (
     # one Qwen2.5-0.5B layer at full dimensions behind a small vocabulary: the RTL's full-size
     # layer tests and benchmarks
     Qwen2Config("test-0.5b-layer", 896, 1, 14, 2, 64, 4864, 1024, True, max_context=1024),
-    # as many layers as the 0.5B and more, at test-tiny's width, and a vocabulary that is not
-    # a power of two (host ids beyond it fit the token field): sequencing and bad input
+    # as many layers as the 0.5B and more, at test-tiny's width: sequencing
     Qwen2Config("test-deep", 64, 26, 4, 2, 16, 128, 300, True, rope_theta=10000.0,
+                max_context=128),
+    # test-tiny behind a vocabulary that is not a power of two (host ids beyond it fit the
+    # token field): bad input
+    Qwen2Config("test-odd-vocab", 64, 2, 4, 2, 16, 128, 300, True, rope_theta=10000.0,
                 max_context=128),
 )}
 

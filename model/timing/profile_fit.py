@@ -22,6 +22,7 @@ which no component can be fitted raises :class:`ProfileError` with each componen
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,8 @@ def read_profile(path: Path | str) -> dict[str, np.ndarray]:
         text = read_text(path)
     except InputError as exc:
         raise ProfileError(str(exc)) from None
-    reader = csv.DictReader(text.splitlines(keepends=True))
+    # rows end at a newline or carriage return only (not at the other breaks of str.splitlines)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     if reader.fieldnames is None:
         raise ProfileError(f"{path}: is empty (no header line)")
     missing = [c for c in REQUIRED if c not in reader.fieldnames]

@@ -340,8 +340,10 @@ def read_json_lines(path: Path | str) -> Iterator[tuple[str, object]]:
         text = read_text(path)
     except InputError as exc:
         raise TraceError(exc.where, None, exc.reason) from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    # lines end at "\n" alone (str.splitlines would also break at form feeds, "\x1c" and
+    # U+2028, which a JSON string may hold), and a blank line holds JSON whitespace only
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip(" \t\r"):
             continue
         where = f"{path}:{number}"
         try:

@@ -80,10 +80,11 @@ def test_engine_at_other_parallelism(tiny_scenarios, tmp_path):
     assert stalled["cycles"] > smooth["cycles"]
 
 
-def run_core(params, stimulus, prompt, draft, *, seed):
+def run_core(params, stimulus, prompt, draft, *, seed, cxx_opt=None):
     result = run_cocotb("decoder_core", "heteroreason.sim.verify.tb.core_tb", params=params,
                         testcase="greedy_matches_reference", seed=seed,
-                        stimulus=replace(stimulus, prompt=tuple(prompt), draft=draft))
+                        stimulus=replace(stimulus, prompt=tuple(prompt), draft=draft),
+                        cxx_opt=cxx_opt)
     assert (result.tests, result.failed) == (1, 0)
 
 
@@ -116,13 +117,14 @@ def test_full_size_layer_token():
     parallel, 32 scratchpad elements a cycle, the KV cache in memory, HBM latency 90."""
     run_core({"preset": "test-0.5b-layer", "seed": 1, "lanes": 896, "stream_bytes": 896,
               "heads_parallel": 7, "weight_buffer": 512, "vector_width": 32, "external_kv": 1},
-             Stimulus(latency=90), [5, 77], 0, seed=4)
+             Stimulus(latency=90), [5, 77], 0, seed=4, cxx_opt="-O0")
 
 
 @pytest.mark.slow
 def test_out_of_vocab_host_token_sets_the_status():
     result = run_cocotb("draft_engine", "heteroreason.sim.verify.tb.engine_tb",
-                        params={"preset": "test-deep", "seed": 1, "capacity": 64, "lanes": 32,
-                                "stream_bytes": 32, "heads_parallel": 2, "weight_buffer": 256},
+                        params={"preset": "test-odd-vocab", "seed": 1, "capacity": 64,
+                                "lanes": 32, "stream_bytes": 32, "heads_parallel": 2,
+                                "weight_buffer": 256},
                         testcase="out_of_vocab_host_token", seed=7)
     assert (result.tests, result.failed) == (1, 0)

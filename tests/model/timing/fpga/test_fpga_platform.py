@@ -69,7 +69,8 @@ def test_bad_queries():
         draft_ms_per_token("qwen2.5-0.5b", "u250", 10)
     with pytest.raises(KeyError, match=r"^\"unknown model 'qwen3'; choose one of qwen2\.5-0\.5b, "
                                        r"qwen2\.5-1\.5b, qwen2\.5-7b, qwen2\.5-math-prm-7b, "
-                                       r"test-tiny, test-small, test-0\.5b-layer, test-deep\"$"):
+                                       r"test-tiny, test-small, test-0\.5b-layer, test-deep, "
+                                       r"test-odd-vocab\"$"):
         draft_ms_per_token("qwen3", "v80", 10)
     with pytest.raises(ValueError, match=r"^context must be in \[0, 32768\) for qwen2\.5-0\.5b, "
                                          r"not 40000$"):
