@@ -175,25 +175,39 @@ class MatVecUnit(wiring.Component):
         s0_w = Signal(vector, reset_less=True)
         m.d.comb += [read.addr.eq(beat), read.en.eq(1)]
         m.d.sync += s0.valid.eq(take)
+        # a row's parameters are taken with (or before) its first weight beat. The beat, its
+        # tags and the parameters are captured every cycle, in every state (no wide enable or
+        # state mux between the prefetch buffers' block RAM outputs and these registers);
+        # s0.valid says whether they were taken, and ``param`` follows the stream's payload
+        # until a row's parameters are held
+        cur_param = Mux(have_param, param.as_value(), self.rowparam.payload.as_value())
+        m.d.sync += [
+            s0.first.eq(is_zero(beat)), s0.last.eq(last_beat),
+            s0.final.eq(final_row), s0.bits.eq(out_bits), s0.param.eq(cur_param),
+            s0_w.eq(self.weights.payload),
+        ]
+        with m.If(~have_param):
+            m.d.sync += param.eq(self.rowparam.payload)
 
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
-                    m.d.sync += [
-                        rows.eq(self.cmd.payload.rows), beats.eq(self.cmd.payload.beats),
-                        out_bits.eq(self.cmd.payload.out_bits), beat.eq(0), row.eq(0),
-                        beats_m1.eq(self.cmd.payload.beats - 1),
-                        one_beat.eq(self.cmd.payload.beats == 1),
-                        last_beat.eq(self.cmd.payload.beats == 1),
-                        final_row.eq(self.cmd.payload.rows == 1),
-                    ]
-                    with m.If(~is_zero(self.cmd.payload.rows) & ~is_zero(self.cmd.payload.beats)):
-                        with m.If(self.cmd.payload.reuse):
-                            m.d.sync += have_param.eq(0)
-                            m.next = "RUN"
-                        with m.Else():
-                            m.next = "LOAD"
+                # the command's fields are captured every idle cycle (the cycle it is taken
+                # is the last) and the counters cleared: only the state waits on cmd.valid
+                m.d.sync += [
+                    rows.eq(self.cmd.payload.rows), beats.eq(self.cmd.payload.beats),
+                    out_bits.eq(self.cmd.payload.out_bits), beat.eq(0), row.eq(0),
+                    beats_m1.eq(self.cmd.payload.beats - 1),
+                    one_beat.eq(self.cmd.payload.beats == 1),
+                    last_beat.eq(self.cmd.payload.beats == 1),
+                    final_row.eq(self.cmd.payload.rows == 1), have_param.eq(0),
+                ]
+                with m.If(self.cmd.valid & ~is_zero(self.cmd.payload.rows)
+                          & ~is_zero(self.cmd.payload.beats)):
+                    with m.If(self.cmd.payload.reuse):
+                        m.next = "RUN"
+                    with m.Else():
+                        m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.comb += [
                     self.busy.eq(1), self.vec.ready.eq(1),
@@ -207,9 +221,6 @@ class MatVecUnit(wiring.Component):
                     with m.Else():
                         m.d.sync += beat.eq(beat + 1)
             with m.State("RUN"):
-                # a row's parameters are taken with (or before) its first weight beat
-                cur_param = Mux(have_param, param.as_value(), self.rowparam.payload.as_value())
-
                 can_take = (have_param | self.rowparam.valid) & (~last_beat | room)
                 m.d.comb += [
                     self.busy.eq(1),
@@ -219,13 +230,6 @@ class MatVecUnit(wiring.Component):
                     take.eq(self.weights.valid & can_take),
                     take_last.eq(take & last_beat),
                 ]
-                # the beat and its tags are captured every cycle (no wide enable); s0.valid
-                # says whether they were taken
-                m.d.sync += [
-                    s0.first.eq(is_zero(beat)), s0.last.eq(last_beat),
-                    s0.final.eq(final_row), s0.bits.eq(out_bits), s0.param.eq(cur_param),
-                    s0_w.eq(self.weights.payload),
-                ]
                 with m.If(take):
                     with m.If(last_beat):
                         m.d.sync += [beat.eq(0), have_param.eq(0), row.eq(row + 1),
@@ -233,10 +237,10 @@ class MatVecUnit(wiring.Component):
                         with m.If(final_row):
                             m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [beat.eq(beat + 1), param.eq(cur_param), have_param.eq(1),
+                        m.d.sync += [beat.eq(beat + 1), have_param.eq(1),
                                      last_beat.eq(beat + 1 == beats_m1)]
                 with m.Elif(self.rowparam.valid & ~have_param):
-                    m.d.sync += [param.eq(self.rowparam.payload), have_param.eq(1)]
+                    m.d.sync += have_param.eq(1)
 
         # stage 1: the operands registered beside each multiplier (its A and B registers: the
         # beat's register and the buffer's output are far from most lanes); 2: the products

@@ -209,16 +209,24 @@ class Sequencer:
         return [self.phase.eq(2), self.streaming.eq(1), self.sink_of[op.sink].eq(1)]
 
     def matvec_streams(self) -> None:
-        """The weight and row-parameter streams into the matrix-vector unit and its results'
-        ``ready``, from the registered flags (elaborated once, outside the operators' cases)."""
+        """The prefetch buffers' payloads to the units, the weight and row-parameter streams'
+        handshakes with the matrix-vector unit and its results' ``ready``, from the registered
+        flags (elaborated once, outside the operators' cases)."""
         m, mvu, w, param, sp = self.m, self.units.mvu, self.w, self.param, self.sp
+        # the prefetch buffers' payloads go to every unit that reads them ungated (a block
+        # RAM's output has most of a cycle's time spent before it): only valid and ready
+        # follow the operator
+        norm, swiglu = self.units.norm, self.units.swiglu
+        m.d.comb += [mvu.weights.payload.eq(w.data),
+                     mvu.rowparam.payload.bias.eq(param.data.value),
+                     mvu.rowparam.payload.mult.eq(param.data.mult),
+                     mvu.rowparam.payload.shift.eq(param.data.shift),
+                     norm.gain.payload.mult.eq(param.data.mult),
+                     norm.gain.payload.shift.eq(param.data.shift),
+                     swiglu.table.payload.value.eq(param.data.value[:16])]
         with m.If(self.streaming):
-            m.d.comb += [mvu.weights.valid.eq(w.valid), mvu.weights.payload.eq(w.data),
-                         w.ready.eq(mvu.weights.ready),
+            m.d.comb += [mvu.weights.valid.eq(w.valid), w.ready.eq(mvu.weights.ready),
                          mvu.rowparam.valid.eq(param.valid),
-                         mvu.rowparam.payload.bias.eq(param.data.value),
-                         mvu.rowparam.payload.mult.eq(param.data.mult),
-                         mvu.rowparam.payload.shift.eq(param.data.shift),
                          param.ready.eq(mvu.rowparam.ready)]
         # the results: to the sampler, added to the residual, through SwiGLU with the gate
         # (both read by the second reader as the results leave), or stored
@@ -316,8 +324,6 @@ class Sequencer:
             m.d.comb += [norm.x.payload.eq(reader.row), norm.x.valid.eq(reader.valid),
                          reader.ready.eq(norm.x.ready),
                          norm.gain.valid.eq(param.valid),
-                         norm.gain.payload.mult.eq(param.data.mult),
-                         norm.gain.payload.shift.eq(param.data.shift),
                          param.ready.eq(norm.gain.ready),
                          norm.y.ready.eq(1)]
             sp.store_element(sp.start[op.dst] + j, norm.y.payload.value, norm.y.valid)
@@ -500,8 +506,7 @@ class Sequencer:
                      swiglu.params.payload.mult.eq(self.act_mult),
                      swiglu.params.payload.shift.eq(self.act_shift),
                      param.ready.eq(1), swiglu.table.valid.eq(param.valid),
-                     swiglu.table.payload.addr.eq(i[:8]),
-                     swiglu.table.payload.value.eq(param.data.value[:16])]
+                     swiglu.table.payload.addr.eq(i[:8])]
         with m.If(param.valid):
             m.d.sync += i.eq(i + 1)
             with m.If(equals(i, 255)):
