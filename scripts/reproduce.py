@@ -17,10 +17,12 @@ import sys
 import time
 from pathlib import Path
 
+from heteroreason.model.experiments.break_even import BreakEven, break_even_table
 from heteroreason.model.experiments.plots import plot_ablation, plot_breakdown, plot_gantt
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.experiments.reproduce import (
     ReproRow,
+    add_trace_set_options,
     bundled_sets,
     load_trace_sets,
     ordered_datasets,
@@ -29,7 +31,6 @@ from heteroreason.model.experiments.reproduce import (
     write_rows,
 )
 from heteroreason.model.files import output_problem
-from heteroreason.model.system.config import CONFIGS, FPGA_MODELS
 from heteroreason.model.system.scheduler import ScheduleError
 from heteroreason.model.system.simulate import chrome_trace, write_json
 from heteroreason.model.workload.traces import TraceError
@@ -37,19 +38,17 @@ from heteroreason.model.workload.traces import TraceError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", nargs="+", type=Path, default=None,
-                        help="traces with backtracking: project JSONL files or artifact folders "
-                             "(default: the bundled synthetic sets)")
+    add_trace_set_options(parser, fpga_help="FPGA draft model (default: the artifact "
+                                            "simulator's coefficients)")
     parser.add_argument("--no-bt-traces", nargs="+", type=Path, default=None,
                         help="traces without backtracking (default with bundled traces: their "
                              "synthetic RSD companions; none with --traces)")
-    parser.add_argument("--prompt-tokens", type=int, default=None,
-                        help="prompt length for artifact traces that lack one (no_bt)")
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument("--fpga", default="artifact", choices=list(FPGA_MODELS),
-                        help="FPGA draft model (default: the artifact simulator's coefficients)")
     parser.add_argument("--out", type=Path, default=Path("build/reproduce"))
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--break-even", action="store_true",
+                        help="also print the FPGA draft's break-even against t2 and baseline "
+                             "per configuration and dataset (scripts/break_even.py; about "
+                             "20 more replays of each set)")
     args = parser.parse_args(argv)
     if args.prompt_tokens is not None and args.prompt_tokens < 1:
         parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
@@ -93,6 +92,16 @@ def main(argv: list[str] | None = None) -> int:
                 for m in ("baseline", "t2", "heteroreason")]
         written.append(plot_gantt(runs, args.out / "gantt.png"))
         written.append(write_json(chrome_trace(runs[-1]), args.out / "gantt.trace.json"))
+    if args.break_even:
+        try:
+            found, _ = break_even_table({d: with_bt[d] for d in ordered_datasets(with_bt)},
+                                        args.configs, fpga=args.fpga)
+        except (TraceError, ScheduleError, ValueError) as exc:
+            print(f"reproduce: error: {exc}", file=sys.stderr)
+            return 2
+        print(f"break-even of the FPGA draft ({args.fpga} model, decode ms/token varied): "
+              f"heteroreason's latency equals the mode's")
+        print(format_table(BreakEven.HEADER, [b.cells() for b in found]))
     problems = sum(r.metrics.problems for r in rows)
     print(f"{problems} problem replays in {elapsed:.1f} s; wrote "
           + ", ".join(str(p) for p in written))

@@ -14,7 +14,7 @@ from matplotlib.patches import Patch
 from heteroreason.model.experiments.reproduce import DATASETS, PAPER_LATENCY_S, ReproRow
 from heteroreason.model.system.records import ProblemRun
 
-__all__ = ["plot_ablation", "plot_breakdown", "plot_gantt"]
+__all__ = ["plot_ablation", "plot_break_even", "plot_breakdown", "plot_gantt"]
 
 SERIES = [("baseline", True, "baseline (3 GPUs)"), ("t2", True, "+T2"),
           ("heteroreason", True, "+T2+T1 (HeteroReason)"),
@@ -109,6 +109,38 @@ def plot_gantt(runs: Sequence[ProblemRun], path: Path) -> Path:
         ax.set_title(f"{run.trace.dataset}/{run.trace.problem_id} {run.config.name} "
                      f"{run.mode.value}: {run.latency_ms / 1e3:.2f} s", fontsize=9)
     axes[-1, 0].set_xlabel("time (s); hatched: discarded work; grey: speculation stall")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_break_even(panels: Sequence[tuple[str, str, list[tuple[float, float]], dict[str, float]]],
+                    marks: dict[str, float], path: Path) -> Path:
+    """``heteroreason``'s latency against the FPGA draft's ms/token, one panel per
+    ``(config, dataset, curve, latency of each GPU-only mode)``; ``marks`` are draft speeds
+    drawn as vertical lines (the GPU draft, the artifact's U280, this project's boards)."""
+    columns = min(4, len(panels))
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (config, dataset, curve, gpu_modes) in zip(axes.flat, panels, strict=False):
+        ax.plot([c[0] for c in curve], [c[1] for c in curve], color="#4c72b0",
+                label="heteroreason")
+        for k, (mode, latency) in enumerate(gpu_modes.items()):
+            ax.axhline(latency, color=("#dd8452", "#55a868", "#8172b3")[k % 3], ls="--",
+                       label=mode)
+        for k, (name, ms) in enumerate(marks.items()):
+            ax.axvline(ms, color="0.5", lw=0.8, ls=(":", "-.", "--")[k % 3])
+            ax.annotate(name, (ms, 0.99 - 0.22 * (k % 2)), xycoords=("data", "axes fraction"),
+                        rotation=90, fontsize=6, va="top", ha="right")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("FPGA draft (ms/token)")
+        ax.set_ylabel("latency (s/problem)")
+        ax.set_title(f"{config}: {dataset}", fontsize=9)
+        ax.legend(fontsize=6, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

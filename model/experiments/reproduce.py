@@ -3,13 +3,14 @@ with and without backtracking, compared with the paper's figures (docs/design.md
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, Mode, system_config
 from heteroreason.model.system.metrics import DatasetMetrics
 from heteroreason.model.system.simulate import SimulationResult, simulate
 from heteroreason.model.workload.bundled import BUNDLED_PROBLEMS, BUNDLED_SEED, load_bundled
@@ -172,3 +173,15 @@ def write_rows(rows: Sequence[ReproRow], out_dir: Path) -> tuple[Path, Path]:
           "paper_latency_s": r.paper_latency_s, "paper_j_per_token": r.paper_j_per_token,
           **asdict(r.metrics)} for r in rows], indent=1))
     return csv_path, json_path
+
+
+def add_trace_set_options(parser: argparse.ArgumentParser, *, fpga_help: str) -> None:
+    """The options the reproduction and the break-even share: the traces with backtracking,
+    the prompt length artifact traces lack, the configurations and the FPGA model."""
+    parser.add_argument("--traces", nargs="+", type=Path, default=None,
+                        help="traces with backtracking: project JSONL files or artifact folders "
+                             "(default: the bundled synthetic sets)")
+    parser.add_argument("--prompt-tokens", type=int, default=None,
+                        help="prompt length for artifact traces that lack one")
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--fpga", default="artifact", choices=list(FPGA_MODELS), help=fpga_help)

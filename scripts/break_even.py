@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The FPGA draft's break-even: the ms/token at which HeteroReason equals GPU t2 and baseline.
+
+    python scripts/break_even.py                       # bundled traces, both configs
+    python scripts/break_even.py --traces A/with_bt --configs config1 --range 0.5 50
+
+For each configuration and dataset it prints the FPGA decode cost per token at which the
+``heteroreason`` mode's mean latency equals each GPU-only mode's, and plots the latency against
+the FPGA's ms/token with the GPU draft, the artifact's U280 and this project's calibrated
+boards marked (OUT, a .png). Bad input exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from heteroreason.model.experiments.break_even import (
+    DEFAULT_RANGE_MS,
+    BreakEven,
+    break_even_table,
+)
+from heteroreason.model.experiments.plots import plot_break_even
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.experiments.reproduce import (
+    add_trace_set_options,
+    bundled_sets,
+    load_trace_sets,
+    ordered_datasets,
+)
+from heteroreason.model.files import output_problem
+from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.scheduler import ScheduleError
+from heteroreason.model.timing.fpga.platform import BOARDS, draft_timing
+from heteroreason.model.workload.traces import TraceError
+
+GPU_ONLY = [m.value for m in Mode if not m.on_fpga and m.backtracking]
+
+
+def draft_marks(config_name: str) -> dict[str, float]:
+    """Draft speeds to mark: the configuration's GPU draft and FPGA model, this project's
+    RTL-calibrated boards (decode ms/token at context 0)."""
+    config = system_config(config_name)
+    marks = {"GPU draft": config.draft_gpu.decode_ms_per_token,
+             "artifact U280": config.fpga.decode_ms_per_token}
+    for board in BOARDS:
+        marks[f"rtl-{board}"] = draft_timing(board).decode_ms_per_token
+    return marks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_trace_set_options(parser, fpga_help="the FPGA model whose per-call, KV and ingest "
+                                            "terms are kept (default: the artifact simulator's)")
+    parser.add_argument("--against", nargs="+", default=["t2", "baseline"], choices=GPU_ONLY)
+    parser.add_argument("--range", nargs=2, type=float, default=list(DEFAULT_RANGE_MS),
+                        metavar=("LOW_MS", "HIGH_MS"),
+                        help=f"FPGA ms/token searched (default {DEFAULT_RANGE_MS[0]:g} "
+                             f"{DEFAULT_RANGE_MS[1]:g})")
+    parser.add_argument("--out", type=Path, default=Path("build/break_even/break_even.png"))
+    parser.add_argument("--no-plot", action="store_true")
+    args = parser.parse_args(argv)
+    low, high = args.range
+    if not 0 < low < high < float("inf"):
+        parser.error(f"--range must be two finite numbers 0 < LOW_MS < HIGH_MS, not "
+                     f"{low:g} {high:g}")
+    if args.prompt_tokens is not None and args.prompt_tokens < 1:
+        parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
+    if not args.no_plot:
+        if args.out.suffix != ".png":
+            parser.error(f"--out must name a .png file, not '{args.out}'")
+        problem = output_problem(args.out, folder=False)
+        if problem:
+            parser.error(f"--out: {problem}")
+
+    start = time.monotonic()
+    try:
+        sets = bundled_sets() if args.traces is None else \
+            load_trace_sets(args.traces, prompt_tokens=args.prompt_tokens)
+        rows, panels = break_even_table(
+            {d: sets[d] for d in ordered_datasets(sets)}, args.configs, fpga=args.fpga,
+            against=args.against, low_ms=low, high_ms=high,
+            progress=lambda line: print(f"  {line}", file=sys.stderr))
+    except (TraceError, ScheduleError, ValueError) as exc:
+        print(f"break_even: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"FPGA draft: the {args.fpga} model with its decode ms/token varied in "
+          f"[{low:g}, {high:g}]; break-even: heteroreason's mean latency equals the mode's")
+    print(format_table(BreakEven.HEADER, [r.cells() for r in rows]))
+    if not args.no_plot:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        plot_break_even(panels, draft_marks(args.configs[0]), args.out)
+        print(f"wrote {args.out}")
+    print(f"in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

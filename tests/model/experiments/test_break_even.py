@@ -1,0 +1,135 @@
+"""The FPGA draft's break-even: found where the latencies meet, reported outside its range,
+refused for bad ranges and modes; the script prints the table and checks its arguments."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from heteroreason.model.experiments.break_even import (
+    Crossing,
+    break_even,
+    break_evens,
+    heteroreason_latency_s,
+    latency_grid_ms,
+)
+from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.simulate import simulate
+from heteroreason.model.workload.bundled import load_bundled
+from heteroreason.model.workload.traces import dump_traces
+
+ROOT = Path(__file__).resolve().parents[3]
+CONFIG = system_config("config1")
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return load_bundled("math500")[:12]
+
+
+def test_the_latency_does_not_fall_as_the_draft_slows(traces):
+    latencies = [heteroreason_latency_s(traces, CONFIG, ms) for ms in latency_grid_ms(0.5, 40)]
+    assert latencies == sorted(latencies)
+    assert latencies[-1] > 2 * latencies[0]
+
+
+def test_the_break_even_is_where_the_latencies_meet(traces):
+    """The definition, checked from outside: no slower at the break-even, slower a tolerance
+    beyond it."""
+    target = simulate(traces, CONFIG, Mode.T2, keep_runs=False).summary.latency_s
+    found = break_even(traces, CONFIG, "t2", dataset="math500", tolerance_ms=0.01)
+    assert found.crossing is Crossing.FOUND and found.against_latency_s == target
+    assert heteroreason_latency_s(traces, CONFIG, found.ms_per_token) <= target
+    assert heteroreason_latency_s(traces, CONFIG, found.ms_per_token + 0.01) > target
+    # a naive scan brackets it
+    scan = [k * 0.25 for k in range(1, 81)]
+    last_no_slower = max(ms for ms in scan if heteroreason_latency_s(traces, CONFIG, ms)
+                         <= target)
+    assert last_no_slower <= found.ms_per_token < last_no_slower + 0.25
+
+
+def test_both_modes_read_one_curve(traces):
+    found, curve = break_evens(traces, CONFIG, ("t2", "baseline"), low_ms=0.5, high_ms=40)
+    t2, baseline = found
+    assert t2.against == "t2" and baseline.against == "baseline"
+    assert t2.ms_per_token < baseline.ms_per_token  # the baseline is the slower GPU mode
+    costs = [c[0] for c in curve]
+    assert costs == sorted(costs) and costs[0] == 0.5 and costs[-1] == 40
+    assert {round(ms, 9) for ms in latency_grid_ms(0.5, 40)} <= {round(ms, 9) for ms in costs}
+
+
+def test_a_break_even_outside_the_range_says_so(traces):
+    faster = break_even(traces, CONFIG, "baseline", low_ms=0.05, high_ms=0.1)
+    assert faster.crossing is Crossing.FPGA_FASTER_THROUGHOUT and faster.ms_per_token is None
+    assert faster.cells()[4] == "> 0.1"
+    slower = break_even(traces, CONFIG, "t2", low_ms=60, high_ms=100)
+    assert slower.crossing is Crossing.FPGA_SLOWER_THROUGHOUT and slower.ms_per_token is None
+    assert "slower even at 60" in slower.describe()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"low_ms": 5.0, "high_ms": 5.0}, "low_ms must be below high_ms, not 5.0 >= 5.0"),
+    ({"low_ms": float("nan")}, "low_ms must be a finite positive number, not nan"),
+    ({"high_ms": -1}, "high_ms must be a finite positive number, not -1"),
+    ({"tolerance_ms": 0}, "tolerance_ms must be a finite positive number, not 0"),
+])
+def test_a_bad_range_is_refused(traces, options, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        break_even(traces, CONFIG, "t2", **options)
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("heteroreason", "against must be modes without the FPGA"),
+    ("gpu", "unknown mode 'gpu'"),
+])
+def test_a_mode_with_the_fpga_or_no_mode_is_refused(traces, mode, message):
+    with pytest.raises(ValueError, match=message):
+        break_even(traces, CONFIG, mode)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "break_even.py"),
+                           *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+
+
+def test_the_script_prints_the_table_and_the_plot(tmp_path, traces):
+    path = tmp_path / "math500.jsonl"
+    dump_traces(traces[:6], path)
+    out = tmp_path / "plot" / "be.png"
+    proc = run("--traces", path, "--configs", "config1", "--range", "0.5", "40", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.split()[:3] == ["config1", "math500", "t2"] for line in lines)
+    assert any(line.split()[:3] == ["config1", "math500", "baseline"] for line in lines)
+    assert out.stat().st_size > 10_000
+
+
+def test_the_reproduction_prints_it_under_its_table(tmp_path, traces):
+    path = tmp_path / "math500.jsonl"
+    dump_traces(traces[:4], path)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--traces",
+                           str(path), "--configs", "config1", "--no-plots", "--break-even",
+                           "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    table, _, below = proc.stdout.partition("break-even of the FPGA draft")
+    assert "heteroreason" in table
+    assert [line.split()[:3] for line in below.splitlines()[2:4]] == [
+        ["config1", "math500", "t2"], ["config1", "math500", "baseline"]]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--range", "5", "1"], "--range must be two finite numbers 0 < LOW_MS < HIGH_MS, not 5 1"),
+    (["--range", "0", "1"], "--range must be two finite numbers"),
+    (["--out", "{tmp}/plot.svg"], "--out must name a .png file, not '{tmp}/plot.svg'"),
+    (["--against", "heteroreason"], "invalid choice: 'heteroreason'"),
+    (["--traces", "{tmp}/absent.jsonl"], "absent.jsonl"),
+])
+def test_the_script_refuses_bad_arguments(tmp_path, args, message):
+    proc = run(*(a.format(tmp=tmp_path) for a in args), "--configs", "config1")
+    assert proc.returncode == 2
+    assert message.format(tmp=tmp_path) in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
