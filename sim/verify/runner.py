@@ -17,8 +17,8 @@ from heteroreason.sim.flow.export import export_verilog, parse_params
 from heteroreason.sim.flow.toolchain import find_simulator
 from heteroreason.sim.verify.plan import RunPlan, Stimulus
 
-__all__ = ["CXX_OPT_LEVELS", "DEFAULT_BUILD_ROOT", "DEFAULT_CXX_OPT", "CocotbResult",
-           "build_dir_for", "run_cocotb"]
+__all__ = ["CXX_OPT_LEVELS", "DEFAULT_BUILD_ROOT", "CocotbResult", "build_dir_for",
+           "run_cocotb"]
 
 DEFAULT_BUILD_ROOT = Path(os.environ.get("HETEROREASON_BUILD_DIR", "build")) / "sim"
 """Where builds go: ``$HETEROREASON_BUILD_DIR/sim``, by default ``build/sim`` under the working
@@ -44,21 +44,21 @@ class CocotbResult:
     waves: Path | None = None
 
 
-# C++ optimization of Verilator's model. One of the full-size layer's 1.4 MB model files
-# compiles in 26.9 s at Verilator's own -Os, 13.7 s at -O1 and 5.2 s at -O0 on a CI-sized
-# machine; a cocotb run's cycles cost mostly Python (drivers, monitors, the scoreboard), so
-# -O1 is the default, and the full-size layer, whose compilation is most of its run, takes -O0
-# (its test ran in 371 s at -O0 here, the export and compilation 172 s of it)
+# C++ optimization of Verilator's model: None keeps Verilator's own (-Os for the model's fast
+# code, none for its constructors). One of the full-size layer's 1.4 MB model files compiles in
+# 26.9 s at -Os, 13.7 s at -O1 and 5.2 s at -O0 on a CI-sized machine, so that design's test
+# takes -O0 (it ran in 371 s here, the export and compilation 172 s of it). -O1 is no default:
+# given as CFLAGS it reaches the constructors too, and GCC took over ten minutes on the
+# symbol-table constructor of a small core at -O1
 CXX_OPT_LEVELS = ("-O0", "-O1", "-O2", "-Os")
-DEFAULT_CXX_OPT = "-O1"
 
 
 def build_dir_for(top: str, params: Mapping[str, int], simulator: str, *, waves: bool,
                   root: Path = DEFAULT_BUILD_ROOT, cxx_opt: str | None = None) -> Path:
     """One directory per (simulator, top, parameter set, waves, C++ optimization)."""
     tag = "-".join(f"{name}{params[name]}" for name in sorted(params))
-    suffix = ("-waves" if waves else "") + ((cxx_opt or DEFAULT_CXX_OPT)
-                                           if simulator == "verilator" else "")
+    suffix = ("-waves" if waves else "") + (cxx_opt if cxx_opt and simulator == "verilator"
+                                           else "")
     return Path(root) / simulator / f"{top}-{tag}{suffix}"
 
 
@@ -98,19 +98,19 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
     counts say whether it passed. With ``log_file`` the simulator's output goes there instead
     of the terminal. The test module reads the top, its parameters and ``stimulus`` as one
     :class:`~heteroreason.sim.verify.plan.RunPlan` (``RunPlan.current()``), the seed as
-    ``COCOTB_RANDOM_SEED``. ``cxx_opt`` (one of :data:`CXX_OPT_LEVELS`, default
-    :data:`DEFAULT_CXX_OPT`) sets the C++ optimization of a Verilator model (the other
-    simulators compile no C++: there it changes nothing).
+    ``COCOTB_RANDOM_SEED``. ``cxx_opt`` (one of :data:`CXX_OPT_LEVELS`; default Verilator's
+    own) sets the C++ optimization of a Verilator model (the other simulators compile no C++:
+    there it changes nothing).
     """
     params = parse_params(top, []) | dict(params or {})
     tools = find_simulator(simulator)
     if cxx_opt is not None and cxx_opt not in CXX_OPT_LEVELS:
         raise ValueError(f"cxx_opt must be one of {', '.join(CXX_OPT_LEVELS)}, not {cxx_opt!r}")
     build_args = list(SIM_BUILD_ARGS.get(tools.name, []))
-    if tools.name == "verilator":
+    if tools.name == "verilator" and cxx_opt is not None:
         # the user's CFLAGS follow Verilator's OPT_FAST/OPT_SLOW on the compiler's command
         # line, and the last -O a compiler reads is the one it uses
-        build_args += ["-CFLAGS", cxx_opt or DEFAULT_CXX_OPT]
+        build_args += ["-CFLAGS", cxx_opt]
     build_dir = build_dir_for(top, params, tools.name, waves=waves, root=build_root,
                               cxx_opt=cxx_opt).resolve()
     env = RunPlan(top, params, stimulus or Stimulus()).to_env()
