@@ -27,6 +27,7 @@ from heteroreason.model.experiments.report import format_table
 from heteroreason.model.experiments.reproduce import (
     add_trace_set_options,
     bundled_sets,
+    check_trace_set_options,
     load_trace_sets,
     ordered_datasets,
 )
@@ -66,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < low < high < float("inf"):
         parser.error(f"--range must be two finite numbers 0 < LOW_MS < HIGH_MS, not "
                      f"{low:g} {high:g}")
-    if args.prompt_tokens is not None and args.prompt_tokens < 1:
-        parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
+    check_trace_set_options(parser, args)
     if not args.no_plot:
         if args.out.suffix != ".png":
             parser.error(f"--out must name a .png file, not '{args.out}'")
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(BreakEven.HEADER, [r.cells() for r in rows]))
     if not args.no_plot:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        plot_break_even(panels, draft_marks(args.configs[0]), args.out)
+        plot_break_even(panels, {c: draft_marks(c) for c in args.configs}, args.out)
         print(f"wrote {args.out}")
     print(f"in {time.monotonic() - start:.1f} s")
     return 0

@@ -24,6 +24,7 @@ from heteroreason.model.experiments.reproduce import (
     ReproRow,
     add_trace_set_options,
     bundled_sets,
+    check_trace_set_options,
     load_trace_sets,
     ordered_datasets,
     reproduce,
@@ -50,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                              "per configuration and dataset (scripts/break_even.py; about "
                              "20 more replays of each set)")
     args = parser.parse_args(argv)
-    if args.prompt_tokens is not None and args.prompt_tokens < 1:
-        parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
+    check_trace_set_options(parser, args)
     problem = output_problem(args.out, folder=True)
     if problem:
         parser.error(f"--out: {problem}")
@@ -73,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reproduce: error: {exc}", file=sys.stderr)
         return 2
     elapsed = time.monotonic() - start
+    break_even_rows = []
+    if args.break_even:  # before anything is written: an error leaves no partial output
+        try:
+            break_even_rows, _ = break_even_table(
+                {d: with_bt[d] for d in ordered_datasets(with_bt)}, args.configs,
+                fpga=args.fpga)
+        except (ScheduleError, ValueError) as exc:
+            print(f"reproduce: error: {exc}", file=sys.stderr)
+            return 2
 
     print(f"traces: {source}; FPGA model: {args.fpga}; "
           f"J/token = busy-average system power x latency / drafted tokens (paper's method)")
@@ -93,15 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         written.append(plot_gantt(runs, args.out / "gantt.png"))
         written.append(write_json(chrome_trace(runs[-1]), args.out / "gantt.trace.json"))
     if args.break_even:
-        try:
-            found, _ = break_even_table({d: with_bt[d] for d in ordered_datasets(with_bt)},
-                                        args.configs, fpga=args.fpga)
-        except (TraceError, ScheduleError, ValueError) as exc:
-            print(f"reproduce: error: {exc}", file=sys.stderr)
-            return 2
         print(f"break-even of the FPGA draft ({args.fpga} model, decode ms/token varied): "
               f"heteroreason's latency equals the mode's")
-        print(format_table(BreakEven.HEADER, [b.cells() for b in found]))
+        print(format_table(BreakEven.HEADER, [b.cells() for b in break_even_rows]))
     problems = sum(r.metrics.problems for r in rows)
     print(f"{problems} problem replays in {elapsed:.1f} s; wrote "
           + ", ".join(str(p) for p in written))

@@ -5,7 +5,7 @@ The FPGA draft is the configuration's own FPGA model with its ``decode_ms_per_to
 (its per-call and KV terms, its ingest cost and its board's power kept), so the answer is in the
 unit a board's projection prints. The compared mode's latency does not depend on the FPGA. The
 search evaluates a log-spaced grid over ``[low_ms, high_ms]`` (the plotted curve), then narrows
-the bracket the crossing lies in (regula falsi, bisection where that stalls) to the largest
+the bracket the crossing lies in by bisection to the largest
 cost at which ``heteroreason``'s mean latency is no longer than the other mode's; the latency
 does not fall as the draft slows (``tests/model/experiments/test_break_even.py`` checks it on
 a grid). A break-even outside the range is reported as such (the FPGA is slower even at
@@ -138,22 +138,22 @@ def break_evens(traces: Sequence[ProblemTrace], config: SystemConfig,
     results = []
     for mode in modes:
         target = simulate(traces, config, mode, keep_runs=False).summary.latency_s
-
-        def found(crossing: Crossing, ms: float | None, mode=mode, target=target) -> BreakEven:
-            return BreakEven(config.name, dataset, mode.value, target, float(low_ms),
-                             float(high_ms), crossing, ms, config.fpga.decode_ms_per_token,
-                             config.draft_gpu.decode_ms_per_token)
-
         above = [ms for ms in grid if curve[ms] > target]
+        ms_per_token = None
         if grid[0] in above:
-            results.append(found(Crossing.FPGA_SLOWER_THROUGHOUT, None))
+            crossing = Crossing.FPGA_SLOWER_THROUGHOUT
         elif not above:
-            results.append(found(Crossing.FPGA_FASTER_THROUGHOUT, None))
+            crossing = Crossing.FPGA_FASTER_THROUGHOUT
         else:
+            crossing = Crossing.FOUND
             hi = above[0]
-            lo = max(ms for ms in grid if ms < hi and curve[ms] <= target)
-            results.append(found(Crossing.FOUND, _crossing(
-                lambda ms, target=target: latency(ms) - target, lo, hi, tolerance_ms)))
+            lo = max(ms for ms in grid if ms < hi)  # the grid point below: no slower there
+            ms_per_token = _crossing(lambda ms, target=target: latency(ms) - target, lo, hi,
+                                     tolerance_ms)
+        results.append(BreakEven(config.name, dataset, mode.value, target, float(low_ms),
+                                 float(high_ms), crossing, ms_per_token,
+                                 config.fpga.decode_ms_per_token,
+                                 config.draft_gpu.decode_ms_per_token))
     return results, sorted(curve.items())
 
 
@@ -189,32 +189,11 @@ def break_even_table(sets: dict[str, Sequence[ProblemTrace]], configs: Sequence[
 
 def _crossing(excess, lo: float, hi: float, tolerance: float) -> float:
     """The largest ``x`` in ``[lo, hi]`` (to ``tolerance``) with ``excess(x) <= 0``, given
-    ``excess(lo) <= 0 < excess(hi)``: regula falsi with the Illinois halving (the latency is
-    nearly linear in the draft's cost, so a few evaluations do), falling back to a bisection
-    step whenever the bracket did not halve."""
-    f_lo, f_hi = excess(lo), excess(hi)
-    side = 0
+    ``excess(lo) <= 0 < excess(hi)``: bisection (the bracket is one step of the log grid)."""
     while hi - lo > tolerance:
-        width = hi - lo
-        x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        # keep a step inside the bracket and at least a tolerance from its ends
-        x = min(max(x, lo + tolerance / 2), hi - tolerance / 2)
-        f_x = excess(x)
-        if f_x <= 0:
-            lo, f_lo = x, f_x
-            if side == -1:
-                f_hi /= 2
-            side = -1
+        mid = (lo + hi) / 2
+        if excess(mid) <= 0:
+            lo = mid
         else:
-            hi, f_hi = x, f_x
-            if side == 1:
-                f_lo /= 2
-            side = 1
-        if hi - lo > width / 2 and hi - lo > tolerance:
-            mid = (lo + hi) / 2
-            f_mid = excess(mid)
-            if f_mid <= 0:
-                lo, f_lo = mid, f_mid
-            else:
-                hi, f_hi = mid, f_mid
+            hi = mid
     return lo

@@ -116,10 +116,11 @@ def plot_gantt(runs: Sequence[ProblemRun], path: Path) -> Path:
 
 
 def plot_break_even(panels: Sequence[tuple[str, str, list[tuple[float, float]], dict[str, float]]],
-                    marks: dict[str, float], path: Path) -> Path:
+                    marks: dict[str, dict[str, float]], path: Path) -> Path:
     """``heteroreason``'s latency against the FPGA draft's ms/token, one panel per
-    ``(config, dataset, curve, latency of each GPU-only mode)``; ``marks`` are draft speeds
-    drawn as vertical lines (the GPU draft, the artifact's U280, this project's boards)."""
+    ``(config, dataset, curve, latency of each GPU-only mode)``; ``marks[config]`` are draft
+    speeds drawn as vertical lines (the GPU draft, the artifact's U280, this project's
+    boards)."""
     columns = min(4, len(panels))
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
@@ -131,7 +132,7 @@ def plot_break_even(panels: Sequence[tuple[str, str, list[tuple[float, float]], 
         for k, (mode, latency) in enumerate(gpu_modes.items()):
             ax.axhline(latency, color=("#dd8452", "#55a868", "#8172b3")[k % 3], ls="--",
                        label=mode)
-        for k, (name, ms) in enumerate(marks.items()):
+        for k, (name, ms) in enumerate(marks[config].items()):
             ax.axvline(ms, color="0.5", lw=0.8, ls=(":", "-.", "--")[k % 3])
             ax.annotate(name, (ms, 0.99 - 0.22 * (k % 2)), xycoords=("data", "axes fraction"),
                         rotation=90, fontsize=6, va="top", ha="right")

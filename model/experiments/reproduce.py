@@ -185,3 +185,9 @@ def add_trace_set_options(parser: argparse.ArgumentParser, *, fpga_help: str) ->
                         help="prompt length for artifact traces that lack one")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--fpga", default="artifact", choices=list(FPGA_MODELS), help=fpga_help)
+
+
+def check_trace_set_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit 2 (through ``parser``) on a bad value of :func:`add_trace_set_options`'s options."""
+    if args.prompt_tokens is not None and args.prompt_tokens < 1:
+        parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")

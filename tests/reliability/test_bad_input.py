@@ -265,7 +265,9 @@ def test_every_size_parameter_has_a_lower_and_an_upper_bound(top, name):
     for value in (0, -1, 2**40):
         with pytest.raises(ExportError) as info:
             build_top(top, {name: value})
-        assert name in str(info.value) or top in str(info.value), (value, str(info.value))
+        assert str(info.value).startswith(f"parameter {name!r} of top {top!r}") or \
+            (str(info.value).startswith(f"top {top!r}: ") and name in str(info.value)), \
+            (value, str(info.value))
 
 
 @pytest.mark.parametrize("text, message", [

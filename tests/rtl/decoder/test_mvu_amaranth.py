@@ -124,6 +124,16 @@ def test_schedule_rejects_bad_weights():
         linear_schedule(np.zeros((2, 2)), lanes=2, multiplier=5, shift=10)
 
 
+def one_beat_rows(rng, rows, lanes):
+    """Random weights, vector, biases and requantizers of ``rows`` one-beat rows, and the
+    results the reference gives for them."""
+    w = rng.integers(-127, 128, (rows, lanes))
+    x = rng.integers(-128, 128, lanes)
+    bias = rng.integers(-2**20, 2**20, rows)
+    mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows)))
+    return w, x, bias, mult, shift, [int(v) for v in requant(w @ x + bias, (mult, shift), 16)]
+
+
 async def feed_one_beat_rows(ctx, dut, w, x, bias, mult, shift):
     """A job of one-beat rows (``w``'s rows against ``x``, 16-bit results), each row's weight
     beat offered with its parameters as soon as the unit takes the previous one."""
@@ -157,11 +167,7 @@ def test_latency_and_throughput_are_the_documented_ones(lanes):
     rows = 40
     dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=rows)
     rng = np.random.default_rng(lanes)
-    w = rng.integers(-127, 128, (rows, lanes))
-    x = rng.integers(-128, 128, lanes)
-    bias = rng.integers(-2**20, 2**20, rows)
-    mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows)))
-    expected = [int(v) for v in requant(w @ x + bias, (mult, shift), 16)]
+    w, x, bias, mult, shift, expected = one_beat_rows(rng, rows, lanes)
     taken, left = [], []
 
     async def driver(ctx):
@@ -199,11 +205,7 @@ def test_a_stalled_output_fills_the_queue_and_loses_nothing(seed):
     dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=rows)
     rng = np.random.default_rng(seed)
     gaps = random.Random(seed)
-    w = rng.integers(-127, 128, (rows, lanes))
-    x = rng.integers(-128, 128, lanes)
-    bias = rng.integers(-2**20, 2**20, rows)
-    mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows)))
-    expected = [int(v) for v in requant(w @ x + bias, (mult, shift), 16)]
+    w, x, bias, mult, shift, expected = one_beat_rows(rng, rows, lanes)
     got, in_flight = [], []
 
     async def driver(ctx):
