@@ -146,3 +146,30 @@ def plot_break_even(panels: Sequence[tuple[str, str, list[tuple[float, float]], 
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_fleet_curves(curves: dict[str, Sequence[dict]], path: Path, *,
+                      slo_s: float | None = None) -> Path:
+    """Latency (P50, P99), throughput and energy per problem against the arrival rate, one
+    line per fleet (the records of :func:`heteroreason.model.fleet.search.load_curve`)."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for label, rows in curves.items():
+        rates = [r["rate_per_s"] for r in rows]
+        line, = axes[0].plot(rates, [r["p99_s"] for r in rows], marker="o", label=f"{label} P99")
+        axes[0].plot(rates, [r["p50_s"] for r in rows], ls="--", color=line.get_color(),
+                     label=f"{label} P50")
+        axes[1].plot(rates, [r["problems_per_s"] for r in rows], marker="o", label=label)
+        axes[2].plot(rates, [r["energy_j_per_problem"] for r in rows], marker="o", label=label)
+    if slo_s is not None:
+        axes[0].axhline(slo_s, color="grey", ls=":", label=f"SLO {slo_s:g} s")
+    axes[0].set(xlabel="arrivals / s", ylabel="latency (s)", yscale="log")
+    axes[1].set(xlabel="arrivals / s", ylabel="problems finished / s")
+    axes[2].set(xlabel="arrivals / s", ylabel="energy per problem (J)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

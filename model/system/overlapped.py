@@ -30,6 +30,7 @@ class OverlappedReplay(Replay):
         self.rejected: int | None = None  # a rejected step whose target run is still going
         self.target_done: dict[int, float] = {}
         self.cache: dict[int, int] = {}  # chain position -> the target's cached tokens
+        self.early_sync: int | None = None  # a step ingested before it was refined
 
     def start(self) -> None:
         super().start()
@@ -59,7 +60,7 @@ class OverlappedReplay(Replay):
         self.pending = True
         d = self.steps[j].draft_tokens
         self.transfer(d, j, self.request, Resource.PRM, JobKind.SCORE_DRAFT,
-                      self.cfg.prm.prefill_ms(self.ctx + d), j, d, Priority.VERDICT,
+                      self.score_ms(self.ctx + d), j, d, Priority.VERDICT,
                       self.verdict, j)
         if j + 1 < self.n:
             self.draft_step(j + 1)
@@ -149,19 +150,28 @@ class OverlappedReplay(Replay):
         self.rejected = None
         t = self.steps[j].target_tokens
         self.transfer(t, j, self.request, Resource.PRM, JobKind.SCORE_TARGET,
-                      self.cfg.prm.prefill_ms(self.ctx + t), j, t, Priority.VERDICT,
+                      self.score_ms(self.ctx + t), j, t, Priority.VERDICT,
                       self.target_verdict, j)
         if not self.mode.on_fpga:
             self.transfer(t, j, self.request, Resource.DRAFT, JobKind.DRAFT_PREFILL,
-                          self.draft_t.prefill_ms(t), j, t, Priority.SYNC, self.synced, j)
+                          self.work(self.draft_t, prefill=t), j, t, Priority.SYNC, self.synced, j)
         # speculatively, the target's step joins the context; a failed score undoes it
         self.commit(t)
         self.target_kv = self.ctx
         self.v = j + 1
         if self.v < self.n:
             self.prefetch(self.v)
+        if self.early_sync == j:
+            self.early_sync = None
+            self.synced(j)
 
     def synced(self, j: int) -> None:
+        if j == self.v and self.rejected == j:
+            # ingested before the target's step was refined: the ingest's end was placed by an
+            # estimate of the target's (in a fleet, batching can stretch the target's step);
+            # the draft resumes when the step is refined
+            self.early_sync = j
+            return
         if j != self.v - 1:
             return
         if self.v < self.n and self.running[Resource.DRAFT] is None:
@@ -195,21 +205,21 @@ class OverlappedReplay(Replay):
         position = len(self.chain)
         reuse = min(self.cache.pop(position, 0), r)
         self.reused += reuse
-        cost = (self.cfg.target.prefill_ms(reuse) if reuse else 0.0) + \
-            self.cfg.target.decode_ms(r - reuse, self.ctx + reuse)
+        cost = self.work(self.cfg.target, prefill=reuse or None, decode=r - reuse,
+                         kv=self.ctx + reuse)
         self.request(Resource.TARGET, JobKind.REGENERATE, cost, j, r, Priority.TARGET,
                      self.regenerated, j)
         if self.mode.on_fpga:
-            self.shadow_ingest(j, r, self.loop.now + cost)
+            self.shadow_ingest(j, r, self.loop.now + self.cost_ms(cost))
 
     def regenerated(self, j: int) -> None:
         r = self.steps[j].regenerated_tokens
         self.transfer(r, j, self.request, Resource.PRM, JobKind.SCORE_REGEN,
-                      self.cfg.prm.prefill_ms(self.ctx + r), j, r, Priority.VERDICT,
+                      self.score_ms(self.ctx + r), j, r, Priority.VERDICT,
                       self.regen_scored, j)
         if not self.mode.on_fpga:
             self.transfer(r, j, self.request, Resource.DRAFT, JobKind.DRAFT_PREFILL,
-                          self.draft_t.prefill_ms(r), j, r, Priority.SYNC, self.synced, j)
+                          self.work(self.draft_t, prefill=r), j, r, Priority.SYNC, self.synced, j)
         self.commit(r)
         self.target_kv = self.ctx
         if self.v < self.n:

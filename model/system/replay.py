@@ -18,6 +18,7 @@ from heteroreason.model.system.records import (
     Record,
     Resource,
 )
+from heteroreason.model.timing.device_timing import LlmTiming
 from heteroreason.model.workload.traces import ProblemTrace
 
 __all__ = ["Replay", "ScheduleError"]
@@ -115,14 +116,30 @@ class Replay:
 
     # ------------------------------------------------------------------ common costs
 
+    def work(self, model: LlmTiming, *, prefill: int | None = None, decode: int = 0,
+             kv: int = 0) -> float:
+        """The batch-1 cost of one call of ``model``: a prefill of ``prefill`` tokens (none when
+        ``None``), then ``decode`` tokens after ``kv`` cached ones. (The fleet simulator
+        overrides this to keep the call's shape for its batched devices.)"""
+        ms = model.prefill_ms(prefill) if prefill is not None else 0.0
+        return ms + model.decode_ms(decode, kv) if decode else ms
+
+    @staticmethod
+    def cost_ms(work) -> float:
+        """The milliseconds of what :meth:`work` returned."""
+        return work
+
     def draft_ms(self, tokens: int, kv: int) -> float:
-        return self.draft_t.decode_ms(tokens, kv)
+        return self.work(self.draft_t, decode=tokens, kv=kv)
+
+    def score_ms(self, tokens: int) -> float:
+        """The PRM scores ``tokens`` of context and step (a prefill of them all)."""
+        return self.work(self.cfg.prm, prefill=tokens)
 
     def target_generate_ms(self, tokens: int) -> float:
         new = max(self.ctx - self.target_kv, 0)
         self.target_kv = self.ctx
-        prefill = self.cfg.target.prefill_ms(new) if new else 0.0
-        return prefill + self.cfg.target.decode_ms(tokens, self.ctx)
+        return self.work(self.cfg.target, prefill=new or None, decode=tokens, kv=self.ctx)
 
     def commit(self, tokens: int) -> None:
         self.chain.append(tokens)
@@ -147,11 +164,11 @@ class Replay:
         if self.mode.on_fpga:
             # the GPU prefills the prompt with the draft model, then the KV migrates
             self.request(Resource.TARGET, JobKind.DRAFT_PROMPT_PREFILL,
-                         self.cfg.draft_gpu.prefill_ms(prompt), -1, prompt, Priority.TARGET,
+                         self.work(self.cfg.draft_gpu, prefill=prompt), -1, prompt, Priority.TARGET,
                          self._migrate)
         else:
             self.request(Resource.DRAFT, JobKind.PROMPT_PREFILL,
-                         self.draft_t.prefill_ms(prompt), -1, prompt, Priority.SYNC,
+                         self.work(self.draft_t, prefill=prompt), -1, prompt, Priority.SYNC,
                          self.first_draft)
 
     def _migrate(self) -> None:

@@ -24,7 +24,7 @@ class SequentialReplay(Replay):
 
     def score(self, j: int) -> None:
         d = self.steps[j].draft_tokens
-        self.request(Resource.PRM, JobKind.SCORE_DRAFT, self.cfg.prm.prefill_ms(self.ctx + d),
+        self.request(Resource.PRM, JobKind.SCORE_DRAFT, self.score_ms(self.ctx + d),
                      j, d, Priority.VERDICT, self.verdict, j)
 
     def verdict(self, j: int) -> None:
@@ -43,7 +43,7 @@ class SequentialReplay(Replay):
             self.catch_up(j, step.target_tokens)
             return
         t = step.target_tokens
-        self.request(Resource.PRM, JobKind.SCORE_TARGET, self.cfg.prm.prefill_ms(self.ctx + t),
+        self.request(Resource.PRM, JobKind.SCORE_TARGET, self.score_ms(self.ctx + t),
                      j, t, Priority.VERDICT, self.target_verdict, j)
 
     def target_verdict(self, j: int) -> None:
@@ -62,7 +62,7 @@ class SequentialReplay(Replay):
 
     def regen_score(self, j: int) -> None:
         r = self.steps[j].regenerated_tokens
-        self.request(Resource.PRM, JobKind.SCORE_REGEN, self.cfg.prm.prefill_ms(self.ctx + r),
+        self.request(Resource.PRM, JobKind.SCORE_REGEN, self.score_ms(self.ctx + r),
                      j, r, Priority.VERDICT, self.catch_up, j, r)
 
     def catch_up(self, j: int, tokens: int) -> None:
@@ -72,8 +72,9 @@ class SequentialReplay(Replay):
         if j + 1 == self.n:
             self.finish()
             return
-        self.request(Resource.DRAFT, JobKind.DRAFT_PREFILL, self.draft_t.prefill_ms(tokens), j,
-                     tokens, Priority.SYNC, self.next_step, j)
+        self.request(Resource.DRAFT, JobKind.DRAFT_PREFILL,
+                     self.work(self.draft_t, prefill=tokens), j, tokens, Priority.SYNC,
+                     self.next_step, j)
 
     def next_step(self, j: int) -> None:
         if j + 1 < self.n:

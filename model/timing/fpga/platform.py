@@ -52,6 +52,7 @@ class FpgaBoard:
     resources: Resources
     power_w: float
     source: str
+    hbm_bytes: float = 0.0  # the data sheet's HBM capacity (bounds the problems a board holds)
 
     @property
     def usable_bandwidth_bytes_per_s(self) -> float:
@@ -68,11 +69,13 @@ _U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=96
 _V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_301)
 BOARDS: dict[str, FpgaBoard] = {b.name: b for b in (
     FpgaBoard("u280-200", 200e6, 460e9, 32, 0.85, _U280, 45.0,
-              "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); docs/design.md §8: 45 W at 200 MHz"),
+              "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); docs/design.md §8: 45 W at 200 MHz",
+              8 * 2**30),
     FpgaBoard("u280-300", 300e6, 460e9, 32, 0.85, _U280, 60.0,
-              "Alveo U280 data sheet; docs/design.md §8: 60 W at 300 MHz"),
+              "Alveo U280 data sheet; docs/design.md §8: 60 W at 300 MHz", 8 * 2**30),
     FpgaBoard("v80", 300e6, 819e9, 64, 0.85, _V80, 120.0,
-              "Alveo V80 data sheet (HBM2e 32 GB, 819 GB/s); docs/design.md §8: 120 W"),
+              "Alveo V80 data sheet (HBM2e 32 GB, 819 GB/s); docs/design.md §8: 120 W",
+              32 * 2**30),
 )}
 
 

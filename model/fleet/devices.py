@@ -1,0 +1,391 @@
+"""The fleet's devices: GPUs that batch continuously (:class:`BatchedGpu`) and devices that run
+one job at a time (:class:`ExclusiveDevice`: an FPGA draft board, a host link).
+
+A device serves *items*, one per job a problem submits; it calls ``owner.started(item)`` when
+an item first enters service and ``owner.completed(item)`` when it ends. Items of one problem
+reach a device one at a time (the problem's lane, :mod:`~heteroreason.model.fleet.engine`).
+
+A GPU runs *segments*: a special iteration (one with prefills or a decode call's overhead; or a
+job of another model, alone), or a run of identical decode iterations up to the next item's
+last token, priced in closed form with :class:`~heteroreason.model.fleet.cost.BatchCost`. A
+new item, a cancelled one or a preemption waits for the end of the iteration in progress: the
+run is cut there and the batch planned again — by priority (critical work before step-ahead
+prefetches, which are paused when the batch is full), then in order of submission, as long as
+the items' KV fits the GPU's cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import NamedTuple
+
+from heteroreason.model.fleet.cost import BatchCost
+from heteroreason.model.system.event_loop import EventLoop, Priority
+from heteroreason.model.timing.device_timing import LlmTiming
+
+__all__ = ["BatchedGpu", "ExclusiveDevice", "FleetError", "GpuWork", "Item"]
+
+
+class FleetError(ValueError):
+    """A fleet that cannot run as asked (the message names the parameter and its range)."""
+
+
+class GpuWork(NamedTuple):
+    """One call of a model: a prefill of ``prefill`` tokens (``None``: none), then ``decode``
+    tokens after ``kv`` cached ones; ``ms`` is its batch-1 cost."""
+
+    ms: float
+    model: LlmTiming
+    prefill: int | None
+    decode: int
+    kv: int
+
+
+class Item:
+    """A job on a device, with its progress in batch-1 milliseconds (``done_ms`` of
+    ``work_ms``)."""
+
+    __slots__ = ("call_pending", "decode_left", "device", "done_args", "done_ms", "foreign",
+                 "job_id", "kv", "kv_tokens", "owner", "prefill", "priority", "resource", "seq",
+                 "speculative", "started", "submit_ms", "work_ms")
+
+    def __init__(self, owner, resource, job_id: int, work_ms: float, priority: Priority,
+                 speculative: bool, submit_ms: float, work: GpuWork | None = None):
+        self.owner = owner
+        self.resource = resource
+        self.job_id = job_id
+        self.work_ms = work_ms
+        self.priority = priority
+        self.speculative = speculative
+        self.submit_ms = submit_ms
+        self.done_ms = 0.0
+        self.started = False
+        self.seq = 0
+        self.foreign = False
+        self.device = None  # where the owner sent it
+        self.done_args = None  # the owner's: what to call when it ends
+        if work is not None:
+            self.prefill = work.prefill
+            self.decode_left = work.decode
+            self.kv = work.kv
+            self.call_pending = work.decode > 0 and work.model.decode_call_ms > 0
+            self.kv_tokens = max(work.prefill or 0, work.kv + work.decode)
+
+    @property
+    def fraction_done(self) -> float:
+        return self.done_ms / self.work_ms if self.work_ms > 0 else 1.0
+
+
+class _Device:
+    """What every device records: busy time and the queue of items not yet served (its
+    length integrated over time, for Little's law)."""
+
+    def __init__(self, name: str, pool: str, loop: EventLoop):
+        self.name = name
+        self.pool = pool
+        self.loop = loop
+        self.busy_ms = 0.0
+        self.outstanding_ms = 0.0  # batch-1 work of the items submitted and not yet ended
+        self.items_served = 0
+        self.queued = 0
+        self.queue_area_ms = 0.0
+        self.wait_ms = 0.0
+        self._queue_t = 0.0
+        self._seq = 0
+
+    def _queue_change(self, delta: int) -> None:
+        now = self.loop.now
+        self.queue_area_ms += self.queued * (now - self._queue_t)
+        self._queue_t = now
+        self.queued += delta
+
+    def _enqueue(self, item: Item) -> None:
+        self._seq += 1
+        item.seq = self._seq
+        self.outstanding_ms += item.work_ms
+        self._queue_change(+1)
+
+    def _serve(self, item: Item) -> None:
+        if not item.started:
+            item.started = True
+            self._queue_change(-1)
+            self.wait_ms += self.loop.now - item.submit_ms
+            self.items_served += 1
+            item.owner.started(item)
+
+    def _forget(self, item: Item) -> None:
+        self.outstanding_ms -= item.work_ms
+        if not item.started:  # cancelled while queued: it waited until now
+            self._queue_change(-1)
+            self.wait_ms += self.loop.now - item.submit_ms
+
+
+class ExclusiveDevice(_Device):
+    """One job at a time, in order of submission."""
+
+    def __init__(self, name: str, pool: str, loop: EventLoop):
+        super().__init__(name, pool, loop)
+        self.queue: deque[Item] = deque()
+        self.current: Item | None = None
+        self._start_ms = 0.0
+        self._token = 0
+
+    def submit(self, item: Item) -> None:
+        self._enqueue(item)
+        if self.current is None:
+            self._start(item)
+        else:
+            self.queue.append(item)
+
+    def _start(self, item: Item) -> None:
+        self.current = item
+        self._start_ms = self.loop.now
+        self._token += 1
+        self._serve(item)
+        self.loop.at(self.loop.now + item.work_ms, item.priority, self._end, self._token)
+
+    def _end(self, token: int) -> None:
+        if token != self._token:
+            return
+        item = self.current
+        item.done_ms = item.work_ms
+        self.busy_ms += self.loop.now - self._start_ms
+        self._forget(item)
+        self._advance()
+        item.owner.completed(item)
+
+    def _advance(self) -> None:
+        self.current = None
+        if self.queue:
+            self._start(self.queue.popleft())
+
+    def cancel(self, item: Item) -> None:
+        now = self.loop.now
+        if item is self.current:
+            item.done_ms = now - self._start_ms
+            self.busy_ms += now - self._start_ms
+            self._token += 1
+            self._forget(item)
+            self._advance()
+        else:
+            self.queue.remove(item)
+            self._forget(item)
+
+
+class BatchedGpu(_Device):
+    """A GPU serving ``cost``'s model with continuous batching."""
+
+    def __init__(self, name: str, pool: str, loop: EventLoop, cost: BatchCost):
+        super().__init__(name, pool, loop)
+        self.cost = cost
+        self.waiting: list[Item] = []
+        self.batch: list[Item] = []
+        self._seg: tuple | None = None  # (kind, start_ms, k, a_ms, g_ms) of the running segment
+        self._token = 0
+        self._in_callbacks = False
+        self.iterations = 0
+
+    # ------------------------------------------------------------------ the owners' side
+
+    def submit(self, item: Item, work: GpuWork) -> None:
+        item.foreign = work.model.name != self.cost.name
+        if not item.foreign:
+            if item.kv_tokens > self.cost.kv_capacity_tokens:
+                raise FleetError(
+                    f"{self.name}: a call needs {item.kv_tokens} KV tokens, the GPU's cache "
+                    f"holds {self.cost.kv_capacity_tokens} (kv_capacity_tokens): raise the GPU's "
+                    "memory or shorten the traces")
+            if item.decode_left and not self.cost.decodes:
+                raise FleetError(f"{self.name}: {self.cost.name} has no decode fit "
+                                 "(decode_ms_per_token 0) but was asked to decode")
+        self._enqueue(item)
+        self.waiting.append(item)
+        self._changed()
+
+    def cancel(self, item: Item) -> None:
+        if item not in self.batch:
+            self.waiting.remove(item)
+            self._forget(item)
+            return
+        running = self._seg is not None
+        if running:
+            item.done_ms += self._partial_ms(item)
+        self.batch.remove(item)
+        self._forget(item)
+        if not running:
+            return  # between segments: the next plan goes without it
+        if not self.batch:
+            self._close_segment(self.loop.now)  # the iteration in flight served only it
+            if not self._in_callbacks:
+                self._plan()
+            return
+        self._changed()
+
+    # ------------------------------------------------------------------ planning
+
+    def _changed(self) -> None:
+        if self._in_callbacks:
+            return  # planned when the callbacks are done
+        if self._seg is None:
+            self._plan()
+            return
+        kind, start, k, a, g = self._seg
+        if kind != "run":
+            return  # a special iteration runs to its end, then the batch is planned again
+        elapsed = self.loop.now - start
+        if elapsed <= 0:
+            self._token += 1
+            self._seg = None
+            self._plan()
+            return
+        done = _iterations_within(elapsed, a, g, k)
+        cut = done + 1 if _run_ms(done, a, g) < elapsed else done
+        if cut < k:
+            self._token += 1
+            self._seg = (kind, start, cut, a, g)
+            self.loop.at(start + _run_ms(cut, a, g), self._segment_priority(), self._end,
+                         self._token)
+
+    def _plan(self) -> None:
+        candidates = sorted(self.batch + self.waiting, key=lambda i: (i.speculative, i.seq))
+        if not candidates:
+            self.batch, self.waiting = [], []
+            return
+        cost = self.cost
+        if candidates[0].foreign:
+            chosen = [candidates[0]]
+        else:
+            chosen, kv = [], 0
+            for item in candidates:
+                if item.foreign or len(chosen) == cost.max_batch_items:
+                    continue
+                if kv + item.kv_tokens <= cost.kv_capacity_tokens:
+                    chosen.append(item)
+                    kv += item.kv_tokens
+        chosen_set = set(map(id, chosen))
+        self.batch = chosen
+        self.waiting = [i for i in candidates if id(i) not in chosen_set]
+        now = self.loop.now
+        for item in chosen:
+            self._serve(item)
+        if chosen[0].foreign:
+            seg = ("foreign", now, 1, chosen[0].work_ms - chosen[0].done_ms, 0.0)
+        elif any(i.prefill is not None or i.call_pending for i in chosen):
+            seg = ("special", now, 1, self._special_ms(chosen), 0.0)
+        else:
+            d = len(chosen)
+            a = (max(cost.decode_floor_ms, cost.token_compute_ms * d)
+                 + cost.kv_token_ms * sum(i.kv + 1 for i in chosen) + cost.per_item_ms * (d - 1))
+            seg = ("run", now, min(i.decode_left for i in chosen), a, cost.kv_token_ms * d)
+        self._seg = seg
+        self._token += 1
+        self.loop.at(now + _run_ms(seg[2], seg[3], seg[4]), self._segment_priority(), self._end,
+                     self._token)
+
+    def _segment_priority(self) -> Priority:
+        return min(i.priority for i in self.batch)
+
+    def _special_ms(self, items: list[Item]) -> float:
+        cost = self.cost
+        prefills = tuple(i.prefill for i in items if i.prefill is not None)
+        decodes = tuple(i.kv for i in items if i.prefill is None)
+        calls = sum(1 for i in items if i.prefill is None and i.call_pending)
+        return cost.iteration_ms(prefill_tokens=prefills, decode_kv=decodes, decode_calls=calls)
+
+    # ------------------------------------------------------------------ progress
+
+    def _own_ms(self, item: Item) -> float:
+        """The item's batch-1 cost of its next iteration."""
+        cost = self.cost
+        if item.prefill is not None:
+            return cost.prefill_call_ms + cost.token_compute_ms * item.prefill + \
+                cost.prefill_sq_ms * item.prefill ** 2
+        return cost.decode_floor_ms + cost.kv_token_ms * (item.kv + 1) + \
+            (cost.decode_call_ms if item.call_pending else 0.0)
+
+    def _run_own_ms(self, item: Item, k: int) -> float:
+        cost = self.cost
+        return k * cost.decode_floor_ms + cost.kv_token_ms * (k * (item.kv + 1) + k * (k - 1) / 2)
+
+    def _partial_ms(self, item: Item) -> float:
+        """Batch-1 work the running segment has done for ``item`` by now."""
+        kind, start, k, a, g = self._seg
+        elapsed = self.loop.now - start
+        if kind == "foreign":
+            return min(elapsed, a)
+        if kind == "special":
+            total = _run_ms(1, a, g)
+            return self._own_ms(item) * (elapsed / total if total > 0 else 1.0)
+        done = _iterations_within(elapsed, a, g, k)
+        ms = self._run_own_ms(item, done)
+        if done < k:
+            it_ms = a + g * done
+            frac = (elapsed - _run_ms(done, a, g)) / it_ms if it_ms > 0 else 0.0
+            ms += frac * (self.cost.decode_floor_ms + self.cost.kv_token_ms * (item.kv + done + 1))
+        return ms
+
+    def _close_segment(self, now: float) -> None:
+        _kind, start, k, _a, _g = self._seg
+        self.busy_ms += now - start
+        self.iterations += k
+        self._seg = None
+        self._token += 1
+
+    def _end(self, token: int) -> None:
+        if token != self._token:
+            return
+        kind, _start, k, _a, _g = self._seg
+        finished = []
+        for item in self.batch:
+            if kind == "foreign":
+                item.done_ms = item.work_ms
+                item.prefill, item.decode_left = None, 0
+            elif kind == "special":
+                item.done_ms += self._own_ms(item)
+                if item.prefill is not None:
+                    item.prefill = None
+                else:
+                    item.kv += 1
+                    item.decode_left -= 1
+                    item.call_pending = False
+            else:
+                item.done_ms += self._run_own_ms(item, k)
+                item.kv += k
+                item.decode_left -= k
+            if item.prefill is None and item.decode_left == 0:
+                finished.append(item)
+        self._close_segment(self.loop.now)
+        for item in finished:
+            self.batch.remove(item)
+            item.done_ms = item.work_ms
+            self._forget(item)
+        self._in_callbacks = True
+        try:
+            for item in finished:
+                item.owner.completed(item)
+        finally:
+            self._in_callbacks = False
+        if self._seg is None:
+            self._plan()
+
+
+def _run_ms(k: int, a: float, g: float) -> float:
+    """``k`` iterations costing ``a``, ``a + g``, ``a + 2g``, ..."""
+    return k * a + g * k * (k - 1) / 2
+
+
+def _iterations_within(elapsed: float, a: float, g: float, k: int) -> int:
+    """The iterations of a run complete within ``elapsed`` (at most ``k``)."""
+    if g > 0:
+        # k a + g k (k - 1) / 2 <= elapsed
+        b = a - g / 2
+        n = int((-b + math.sqrt(b * b + 2 * g * elapsed)) / g)
+    else:
+        n = int(elapsed / a) if a > 0 else k
+    n = max(0, min(n, k))
+    while n < k and _run_ms(n + 1, a, g) <= elapsed:
+        n += 1
+    while n > 0 and _run_ms(n, a, g) > elapsed:
+        n -= 1
+    return n

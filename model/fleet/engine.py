@@ -1,0 +1,327 @@
+"""The fleet simulator: problems arrive, are admitted to a draft device with room for their KV
+cache, and run the batch-1 scheduler's state machines on shared pools of devices.
+
+    spec = FleetSpec(system_config("config1"), Mode.HETEROREASON, drafts=2, prms=1, targets=1)
+    run = simulate_fleet(spec, problems, arrivals_ms)
+
+Pools: draft devices (FPGA boards, one job at a time, as many resident problems as their HBM
+holds; or GPUs batching the draft model), PRM GPUs and target GPUs (batching,
+:class:`~heteroreason.model.fleet.devices.BatchedGpu`), and a host link per draft device.
+Routing picks the member with the least outstanding work (``least``) or the next in turn
+(``round-robin``); a problem's draft, link and target stay where they started, each PRM call
+is routed on its own.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from heteroreason.model.fleet.cost import (
+    GPU_MEMORY_UTILIZATION,
+    MAX_BATCH_ITEMS,
+    PER_ITEM_MS,
+    BatchCost,
+    batch_cost,
+)
+from heteroreason.model.fleet.devices import BatchedGpu, ExclusiveDevice, FleetError
+from heteroreason.model.fleet.lanes import lane_replay
+from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.event_loop import EventLoop, Priority
+from heteroreason.model.system.records import ProblemRun, Resource
+from heteroreason.model.system.scheduler import check_timeline
+from heteroreason.model.timing.energy import DevicePower
+from heteroreason.model.timing.fpga.platform import BOARDS
+from heteroreason.model.workload.traces import ProblemTrace, check_trace
+
+__all__ = ["DeviceStats", "FleetProblem", "FleetRun", "FleetSpec", "Routing", "fpga_slots",
+           "simulate_fleet"]
+
+# the FPGA keeps W8A8 weights and an 8-bit KV cache in HBM (docs/design.md)
+FPGA_BYTES_PER_WEIGHT = 1.0
+FPGA_KV_BYTES_PER_ELEMENT = 1.0
+
+
+class Routing(str, enum.Enum):
+    LEAST = "least"
+    ROUND_ROBIN = "round-robin"
+
+    @classmethod
+    def parse(cls, name: str) -> Routing:
+        try:
+            return cls(name)
+        except ValueError:
+            raise FleetError(f"unknown routing {name!r}; choose one of "
+                             f"{', '.join(r.value for r in cls)}") from None
+
+
+def fpga_slots(board: str, draft_model: str, max_context_tokens: int) -> int:
+    """Problems one board holds: its HBM less the draft's 8-bit weights, over the 8-bit KV of
+    ``max_context_tokens`` tokens."""
+    spec = BOARDS[board]
+    model = qwen2_config(draft_model)
+    free = spec.hbm_bytes - model.params * FPGA_BYTES_PER_WEIGHT
+    per_problem = model.kv_bytes_per_token(FPGA_KV_BYTES_PER_ELEMENT) * max_context_tokens
+    return int(free // per_problem) if free > 0 else 0
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """Pools and their policies. ``draft_slots``: problems a draft device holds at once (None:
+    an FPGA's from its HBM and the PRM's context limit, a GPU's unbounded but for its KV)."""
+
+    config: SystemConfig
+    mode: Mode
+    drafts: int = 1
+    prms: int = 1
+    targets: int = 1
+    routing: Routing = Routing.LEAST
+    draft_slots: int | None = None
+    memory_utilization: float = GPU_MEMORY_UTILIZATION
+    max_batch_items: int = MAX_BATCH_ITEMS
+    per_item_ms: float = PER_ITEM_MS
+
+    def __post_init__(self):
+        for key in ("drafts", "prms", "targets"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise FleetError(f"pool size {key} must be an integer >= 1, not {value!r}")
+        if self.draft_slots is not None and (not isinstance(self.draft_slots, int)
+                                             or self.draft_slots < 1):
+            raise FleetError(f"draft_slots must be an integer >= 1 or None, "
+                             f"not {self.draft_slots!r}")
+        if not isinstance(self.routing, Routing):
+            object.__setattr__(self, "routing", Routing.parse(self.routing))
+
+    @property
+    def draft_on_fpga(self) -> bool:
+        return self.mode.on_fpga
+
+    def cost(self, role: str) -> BatchCost:
+        t = {"draft": self.config.draft_gpu, "prm": self.config.prm,
+             "target": self.config.target}[role]
+        return batch_cost(t, memory_utilization=self.memory_utilization,
+                          max_batch_items=self.max_batch_items, per_item_ms=self.per_item_ms)
+
+    def slots(self) -> int | None:
+        if self.draft_slots is not None:
+            return self.draft_slots
+        if not self.draft_on_fpga:
+            return None
+        board = self.config.fpga_power.name
+        prm_context = qwen2_config(self.config.prm.model).max_context
+        return fpga_slots(board, self.config.draft_model.name, prm_context)
+
+    def powers(self) -> dict[str, DevicePower]:
+        c = self.config
+        return {"draft": c.fpga_power if self.draft_on_fpga else c.draft_gpu_power,
+                "prm": c.prm_power, "target": c.target_power}
+
+    @property
+    def active_power_w(self) -> float:
+        p = self.powers()
+        return (self.drafts * p["draft"].active_w + self.prms * p["prm"].active_w
+                + self.targets * p["target"].active_w)
+
+    @property
+    def devices(self) -> int:
+        return self.drafts + self.prms + self.targets
+
+
+@dataclass(frozen=True)
+class FleetProblem:
+    """One problem's passage through the fleet (times in ms from the first arrival)."""
+
+    index: int
+    dataset: str
+    problem_id: str
+    arrival_ms: float
+    admitted_ms: float
+    done_ms: float
+    output_tokens: int
+    drafted_tokens: int
+    waits_ms: tuple[tuple[str, float], ...]
+
+    @property
+    def latency_ms(self) -> float:
+        return self.done_ms - self.arrival_ms
+
+
+@dataclass(frozen=True)
+class DeviceStats:
+    name: str
+    pool: str
+    busy_ms: float
+    items_served: int
+    wait_ms: float
+    queue_area_ms: float
+    power: DevicePower | None
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    spec: FleetSpec
+    problems: tuple[FleetProblem, ...]
+    devices: tuple[DeviceStats, ...]
+    start_ms: float
+    end_ms: float
+    events: int
+    timelines: tuple[ProblemRun, ...] = field(default=())
+
+    @property
+    def span_ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+
+class _Fleet:
+    def __init__(self, spec: FleetSpec, *, check: bool, keep: int):
+        self.spec = spec
+        self.loop = EventLoop()
+        self.check = check
+        self.keep = keep
+        self.done: list[FleetProblem] = []
+        self.timelines: list[ProblemRun] = []
+        self.pending: deque[tuple[int, ProblemTrace, float]] = deque()
+        self.slots = spec.slots()
+        if self.slots is not None and self.slots < 1:
+            raise FleetError(f"a draft device cannot hold one problem (draft_slots "
+                             f"{self.slots}): the board's HBM is too small for the KV cache")
+        loop = self.loop
+        if spec.draft_on_fpga:
+            self.drafts = [ExclusiveDevice(f"draft{k}", "draft", loop) for k in range(spec.drafts)]
+        else:
+            cost = spec.cost("draft")
+            self.drafts = [BatchedGpu(f"draft{k}", "draft", loop, cost)
+                           for k in range(spec.drafts)]
+        self.links = [ExclusiveDevice(f"link{k}", "link", loop) for k in range(spec.drafts)]
+        prm, target = spec.cost("prm"), spec.cost("target")
+        self.prms = [BatchedGpu(f"prm{k}", "prm", loop, prm) for k in range(spec.prms)]
+        self.targets = [BatchedGpu(f"target{k}", "target", loop, target)
+                        for k in range(spec.targets)]
+        self.resident = [0] * spec.drafts
+        self.turn = {"draft": itertools.count(), "prm": itertools.count(),
+                     "target": itertools.count()}
+
+    def _pick(self, pool: str, members: list, allowed=None):
+        candidates = [k for k in range(len(members)) if allowed is None or allowed(k)]
+        if not candidates:
+            return None
+        if self.spec.routing is Routing.ROUND_ROBIN:
+            start = next(self.turn[pool]) % len(members)
+            order = members[start:] + members[:start]
+            ks = [(k + start) % len(members) for k in range(len(members))]
+            for k, _ in zip(ks, order, strict=True):
+                if k in candidates:
+                    return k
+        return min(candidates, key=lambda k: (members[k].outstanding_ms, k))
+
+    def arrive(self, index: int, trace: ProblemTrace, arrival_ms: float) -> None:
+        self.pending.append((index, trace, arrival_ms))
+        self._admit()
+
+    def _admit(self) -> None:
+        while self.pending:
+            free = None if self.slots is None else (lambda k: self.resident[k] < self.slots)
+            k = self._pick("draft", self.drafts, free)
+            if k is None:
+                return
+            index, trace, arrival_ms = self.pending.popleft()
+            self.resident[k] += 1
+            replay = lane_replay(trace, self.spec.config, self.spec.mode, fleet=self,
+                                 index=index, arrival_ms=arrival_ms)
+            replay.admitted_ms = self.loop.now
+            replay.draft_index = k
+            replay.devices[Resource.DRAFT] = self.drafts[k]
+            replay.devices[Resource.LINK] = self.links[k]
+            replay.start()
+
+    def route(self, replay, res: Resource):
+        if res is Resource.PRM:
+            return self.prms[self._pick("prm", self.prms)]
+        if res is Resource.TARGET:
+            device = self.targets[self._pick("target", self.targets)]
+            replay.devices[Resource.TARGET] = device
+            return device
+        raise AssertionError(f"{res} is fixed at admission")  # pragma: no cover
+
+    def problem_done(self, replay) -> None:
+        trace = replay.trace
+        arrival = replay.arrival_ms
+        if self.check or len(self.timelines) < self.keep:
+            shifted = ProblemRun(trace, replay.cfg, replay.mode,
+                                 tuple(_shift(r.interval(), arrival) for r in replay.records),
+                                 replay.done_ms - arrival, sum(replay.chain),
+                                 replay.stalled_steps, replay.reused, 0)
+            if self.check:
+                check_timeline(shifted)
+            if len(self.timelines) < self.keep:
+                self.timelines.append(shifted)
+        self.done.append(FleetProblem(
+            replay.index, trace.dataset, trace.problem_id, arrival, replay.admitted_ms,
+            replay.done_ms, sum(replay.chain), sum(s.draft_tokens for s in trace.steps),
+            tuple(sorted(replay.waits_ms.items()))))
+        self.resident[replay.draft_index] -= 1
+        # admit after the finishing problem's own cancellations are done
+        self.loop.at(self.loop.now, Priority.START, self._admit)
+
+    def stats(self) -> tuple[DeviceStats, ...]:
+        powers = self.spec.powers()
+        out = []
+        for d in self.drafts + self.links + self.prms + self.targets:
+            d._queue_change(0)  # the queue's area up to now
+            out.append(DeviceStats(d.name, d.pool, d.busy_ms, d.items_served, d.wait_ms,
+                                   d.queue_area_ms, powers.get(d.pool)))
+        return tuple(out)
+
+
+def _shift(iv, offset_ms: float):
+    from dataclasses import replace
+    return replace(iv, start_ms=iv.start_ms - offset_ms, end_ms=iv.end_ms - offset_ms)
+
+
+def simulate_fleet(spec: FleetSpec, problems: Sequence[ProblemTrace],
+                   arrivals_ms: Sequence[float], *, check: bool = True,
+                   keep_timelines: int = 0) -> FleetRun:
+    """Run ``problems`` arriving at ``arrivals_ms`` (non-decreasing) through the fleet.
+    ``check``: the batch-1 invariants on every problem's timeline (no resource of a problem busy
+    twice at once, every accepted token accounted for); ``keep_timelines``: keep that many
+    problems' timelines (shifted to their arrival)."""
+    if len(problems) != len(arrivals_ms):
+        raise FleetError(f"{len(problems)} problems but {len(arrivals_ms)} arrival times")
+    if not problems:
+        raise FleetError("no problems to simulate")
+    for a, b in itertools.pairwise(arrivals_ms):
+        if b < a:
+            raise FleetError(f"arrival times must not decrease ({a} then {b})")
+    fleet = _Fleet(spec, check=check, keep=keep_timelines)
+    _check_capacity(fleet, problems)
+    for i, (trace, t) in enumerate(zip(problems, arrivals_ms, strict=True)):
+        if not math.isfinite(t) or t < 0:
+            raise FleetError(f"arrival time {t!r} of problem {i} must be finite and >= 0")
+        check_trace(trace)
+        fleet.loop.at(t, Priority.START, fleet.arrive, i, trace, t)
+    fleet.loop.run()
+    if len(fleet.done) != len(problems):
+        raise FleetError(f"{len(problems) - len(fleet.done)} problem(s) never finished "
+                         "(a pool could not serve them)")
+    done = tuple(sorted(fleet.done, key=lambda p: p.index))
+    return FleetRun(spec, done, fleet.stats(), min(arrivals_ms),
+                    max(p.done_ms for p in done), fleet.loop.events, tuple(fleet.timelines))
+
+
+def _check_capacity(fleet: _Fleet, problems: Sequence[ProblemTrace]) -> None:
+    """A problem whose context the GPUs' KV caches cannot hold would never be served."""
+    longest = max(p.prompt_tokens + sum(s.draft_tokens + s.target_tokens + s.regenerated_tokens
+                                        for s in p.steps) for p in problems)
+    for pool in (fleet.prms, fleet.targets):
+        cost = pool[0].cost
+        if longest > cost.kv_capacity_tokens:
+            raise FleetError(
+                f"{pool[0].pool} GPUs hold {cost.kv_capacity_tokens} KV tokens "
+                f"(kv_capacity_tokens, from memory_utilization {fleet.spec.memory_utilization}); "
+                f"a problem reaches up to {longest}: the KV capacity cannot hold one problem")

@@ -1,0 +1,85 @@
+"""Where sweeps run: serially (the default), on a local Dask cluster of ``workers`` processes, or
+on an existing cluster (``scheduler`` address, or the ``DASK_SCHEDULER_ADDRESS`` environment
+variable that Dask itself reads).
+
+Work goes out in chunks of points, one task per chunk, and comes back in submission order, so
+results are identical whichever executor ran them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+__all__ = ["SCHEDULER_ENV", "chunks", "executor", "run_chunked"]
+
+SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+
+
+def chunks(items: Sequence, size: int) -> list[list]:
+    if size < 1:
+        raise ValueError(f"chunk size must be at least 1, not {size!r}")
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def _run_chunk(fn: Callable, chunk: list) -> list:
+    return [fn(x) for x in chunk]
+
+
+class _Serial:
+    def map(self, fn: Callable, chunked: list[list]) -> list[list]:
+        return [_run_chunk(fn, c) for c in chunked]
+
+
+class _Dask:
+    def __init__(self, client):
+        self.client = client
+
+    def map(self, fn: Callable, chunked: list[list]) -> list[list]:
+        futures = [self.client.submit(_run_chunk, fn, c, pure=False) for c in chunked]
+        return self.client.gather(futures)
+
+
+@contextmanager
+def executor(*, workers: int | None = None, scheduler: str | None = None) -> Iterator:
+    """A serial executor, or a Dask one (a local cluster of ``workers`` processes, or the
+    cluster at ``scheduler`` / ``$DASK_SCHEDULER_ADDRESS``)."""
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise ValueError(f"workers must be at least 1, not {workers!r}")
+    scheduler = scheduler or (None if workers else os.environ.get(SCHEDULER_ENV))
+    if not workers and not scheduler:
+        yield _Serial()
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise RuntimeError("Dask is not installed: pip install -e '.[dask]' (or run serially, "
+                           "without --workers / --scheduler)") from None
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise RuntimeError(f"cannot reach the Dask scheduler at {scheduler!r} "
+                               f"(--scheduler / ${SCHEDULER_ENV}): {exc}") from None
+        try:
+            yield _Dask(client)
+        finally:
+            client.close()
+        return
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    client = Client(cluster)
+    try:
+        yield _Dask(client)
+    finally:
+        client.close()
+        cluster.close()
+
+
+def run_chunked(ex, fn: Callable, points: Sequence, *, chunk_size: int) -> list:
+    """``[fn(p) for p in points]`` through ``ex``, ``chunk_size`` points per task."""
+    out = []
+    for part in ex.map(fn, chunks(points, chunk_size)):
+        out.extend(part)
+    return out

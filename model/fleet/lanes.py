@@ -1,0 +1,124 @@
+"""A problem's replay in the fleet: the batch-1 state machines
+(:class:`~heteroreason.model.system.sequential.SequentialReplay`,
+:class:`~heteroreason.model.system.overlapped.OverlappedReplay`) with their four resources
+replaced by *lanes* onto shared devices.
+
+A lane keeps the batch-1 contract per problem and resource — one job at a time, in order, stale
+jobs (from before a backtrack) dropped — and hands each job to a device of the resource's pool:
+the problem's draft board and its host link (fixed when the problem is admitted: the draft's KV
+cache lives there), its target GPU (fixed at its first target call: the target's KV cache lives
+there), a PRM GPU per call. Costs of GPU calls keep their shape (:class:`~heteroreason.model.
+fleet.devices.GpuWork`) so that a batched GPU can price them; at batch 1 they cost what the
+batch-1 scheduler charges.
+"""
+
+from __future__ import annotations
+
+from heteroreason.model.fleet.devices import BatchedGpu, GpuWork, Item
+from heteroreason.model.system.overlapped import OverlappedReplay
+from heteroreason.model.system.records import Job, JobKind, Record, Resource
+from heteroreason.model.system.sequential import SequentialReplay
+from heteroreason.model.timing.device_timing import LlmTiming
+
+__all__ = ["FleetOverlapped", "FleetSequential", "lane_replay"]
+
+
+class _Lanes:
+    """Mixed in before a replay class; ``fleet`` supplies the loop, devices and callbacks."""
+
+    def __init__(self, trace, config, mode, *, fleet, index: int, arrival_ms: float):
+        super().__init__(trace, config, mode)
+        self.fleet = fleet
+        self.index = index
+        self.arrival_ms = arrival_ms
+        self.loop = fleet.loop
+        self.devices: dict[Resource, object] = {}
+        self.items: dict[Resource, Item | None] = dict.fromkeys(Resource)
+        self.waits_ms: dict[str, float] = {}
+        self.output_ms: float | None = None
+
+    # the batch-1 cost forms, kept in their shape for the batched GPUs
+    def work(self, model: LlmTiming, *, prefill=None, decode=0, kv=0):
+        return GpuWork(super().work(model, prefill=prefill, decode=decode, kv=kv), model,
+                       prefill, decode, kv)
+
+    @staticmethod
+    def cost_ms(work) -> float:
+        return work.ms if isinstance(work, GpuWork) else work
+
+    def _start(self, res: Resource, job: Job) -> None:
+        now = self.loop.now
+        self.job_id += 1
+        work = job.duration_ms
+        ms = work.ms if isinstance(work, GpuWork) else work
+        self.running[res] = Record(res, job.kind, now, now + ms, job.step, job.tokens, False,
+                                   self.job_id, job.epoch)
+        device = self.devices.get(res) or self.fleet.route(self, res)
+        gpu = isinstance(device, BatchedGpu)
+        if gpu and not isinstance(work, GpuWork):
+            raise TypeError(f"a {job.kind} job reached GPU {device.name} without its shape")
+        item = Item(self, res, self.job_id, ms, job.priority, job.kind is JobKind.PREFETCH, now,
+                    work if gpu else None)
+        item.device = device
+        item.done_args = (job.done, job.args)
+        self.items[res] = item
+        if gpu:
+            device.submit(item, work)
+        else:
+            device.submit(item)
+
+    # device callbacks
+    def started(self, item: Item) -> None:
+        record = self.running[item.resource]
+        record.start_ms = self.loop.now
+        pool = item.resource.value
+        self.waits_ms[pool] = self.waits_ms.get(pool, 0.0) + self.loop.now - item.submit_ms
+
+    def completed(self, item: Item) -> None:
+        res = item.resource
+        record = self.running[res]
+        record.end_ms = self.loop.now
+        self.items[res] = None
+        done, args = item.done_args
+        self.records.append(record)
+        self._next(res)
+        if done is not None:
+            done(*args)
+
+    def cancel(self, res: Resource, *, wasted: bool = True) -> Record | None:
+        record = self.running[res]
+        if record is None:
+            return None
+        item = self.items[res]
+        self.items[res] = None
+        item.device.cancel(item)
+        now = self.loop.now
+        if not item.started:  # cancelled in the queue: it waited until now
+            record.start_ms = now
+            record.tokens = 0
+            pool = res.value
+            self.waits_ms[pool] = self.waits_ms.get(pool, 0.0) + now - item.submit_ms
+        elif item.work_ms > 0:
+            record.tokens = int(record.tokens * item.fraction_done)
+        record.end_ms = now
+        record.wasted = wasted
+        self.records.append(record)
+        self._next(res)
+        return record
+
+    def finish(self) -> None:
+        super().finish()
+        self.fleet.problem_done(self)
+
+
+class FleetSequential(_Lanes, SequentialReplay):
+    pass
+
+
+class FleetOverlapped(_Lanes, OverlappedReplay):
+    pass
+
+
+def lane_replay(trace, config, mode, **kwargs):
+    cls = FleetOverlapped if mode.overlapped else FleetSequential
+    return cls(trace, config, mode, **kwargs)
