@@ -24,6 +24,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from heteroreason.model.experiments.plots import plot_fleet_curves
 from heteroreason.model.files import InputError, output_problem
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import simulate_fleet
@@ -31,10 +32,11 @@ from heteroreason.model.fleet.executor import executor
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.search import (
     FleetPoint,
+    bundled_workload,
     capacities,
     compare_points,
-    evaluate,
     load_curve,
+    point_record,
 )
 from heteroreason.model.fleet.workload import load_arrival_trace, sample_workload
 from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, Mode
@@ -56,6 +58,16 @@ def _positive(kind):
     return parse
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
+    return value
+
+
 def _options(parser: argparse.ArgumentParser, *, rate: bool = True) -> None:
     parser.add_argument("--config", choices=sorted(CONFIGS), default="config1")
     parser.add_argument("--mode", choices=[m.value for m in Mode], default="heteroreason")
@@ -70,7 +82,7 @@ def _options(parser: argparse.ArgumentParser, *, rate: bool = True) -> None:
     parser.add_argument("--cv", type=_positive(float), default=1.0,
                         help="coefficient of variation of the gaps (1: Poisson; gamma otherwise)")
     parser.add_argument("--problems", type=_positive(int), default=400)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=_non_negative, default=0)
     parser.add_argument("--routing", choices=["least", "round-robin"], default="least")
     parser.add_argument("--out", type=Path, default=Path("build/fleet"))
 
@@ -118,20 +130,20 @@ def _print(rows: list[dict], keys: list[str]) -> None:
 def cmd_simulate(args) -> int:
     point = _point(args, slo_s=args.slo)
     spec = point.spec()
-    from heteroreason.model.fleet.search import _workload
-    workload = _workload(point.datasets, point.mode)
+    workload = bundled_workload(point.datasets, point.mode)
     arrivals = load_arrival_trace(args.arrivals) if args.arrivals else point.arrivals()
     problems, times = sample_workload(workload, arrivals, point.problems, point.seed)
     start = time.perf_counter()
     run = simulate_fleet(spec, problems, times, keep_timelines=args.trace_problems)
     elapsed = time.perf_counter() - start
     m = fleet_metrics(run, slo_ms=None if args.slo is None else 1e3 * args.slo)
+    if args.arrivals:
+        print(f"  (arrivals from {args.arrivals}: --rate and --cv are not used)")
     print(f"{point.label}: {len(problems)} problems (seed {point.seed}), "
           f"{run.events} events in {elapsed:.2f} s ({run.events / elapsed:,.0f} events/s)")
     for key, value in m.as_dict().items():
         print(f"  {key}: {value}")
-    record = evaluate(point) if not args.arrivals else {**m.as_dict()}
-    paths = _write([record], args.out, "simulate")
+    paths = _write([point_record(point, run)], args.out, "simulate")
     events = []
     for k, tl in enumerate(run.timelines):
         trace = chrome_trace(tl)["traceEvents"]
@@ -153,7 +165,6 @@ def cmd_sweep(args) -> int:
     _print(rows, ["rate_per_s", "p50_s", "p99_s", "problems_per_s", "energy_j_per_problem",
                   "utilization.draft", "utilization.target"])
     paths = _write(rows, args.out, "sweep")
-    from heteroreason.model.experiments.plots import plot_fleet_curves
     png = plot_fleet_curves({point.label: rows}, args.out / "sweep.png", slo_s=args.slo)
     print("wrote", *paths, png)
     return 0
@@ -192,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slo", type=_positive(float), default=None, help="latency SLO in s")
     p.add_argument("--arrivals", type=Path, default=None,
                    help="an arrival trace (one time in s per line) instead of --rate")
-    p.add_argument("--trace-problems", type=int, default=5,
+    p.add_argument("--trace-problems", type=_non_negative, default=5,
                    help="problems in the Chrome trace")
     p.set_defaults(fn=cmd_simulate)
     p = sub.add_parser("sweep", help="latency against load")

@@ -19,7 +19,7 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from heteroreason.model.fleet.cost import (
     GPU_MEMORY_UTILIZATION,
@@ -37,7 +37,7 @@ from heteroreason.model.system.records import ProblemRun, Resource
 from heteroreason.model.system.scheduler import check_timeline
 from heteroreason.model.timing.energy import DevicePower
 from heteroreason.model.timing.fpga.platform import BOARDS
-from heteroreason.model.workload.traces import ProblemTrace, check_trace
+from heteroreason.model.workload.traces import Outcome, ProblemTrace, check_trace
 
 __all__ = ["DeviceStats", "FleetProblem", "FleetRun", "FleetSpec", "Routing", "fpga_slots",
            "simulate_fleet"]
@@ -212,12 +212,8 @@ class _Fleet:
         if not candidates:
             return None
         if self.spec.routing is Routing.ROUND_ROBIN:
-            start = next(self.turn[pool]) % len(members)
-            order = members[start:] + members[:start]
-            ks = [(k + start) % len(members) for k in range(len(members))]
-            for k, _ in zip(ks, order, strict=True):
-                if k in candidates:
-                    return k
+            start = next(self.turn[pool])
+            return min(candidates, key=lambda k: (k - start) % len(members))
         return min(candidates, key=lambda k: (members[k].outstanding_ms, k))
 
     def arrive(self, index: int, trace: ProblemTrace, arrival_ms: float) -> None:
@@ -233,9 +229,7 @@ class _Fleet:
             index, trace, arrival_ms = self.pending.popleft()
             self.resident[k] += 1
             replay = lane_replay(trace, self.spec.config, self.spec.mode, fleet=self,
-                                 index=index, arrival_ms=arrival_ms)
-            replay.admitted_ms = self.loop.now
-            replay.draft_index = k
+                                 index=index, arrival_ms=arrival_ms, draft_index=k)
             replay.devices[Resource.DRAFT] = self.drafts[k]
             replay.devices[Resource.LINK] = self.links[k]
             replay.start()
@@ -280,7 +274,6 @@ class _Fleet:
 
 
 def _shift(iv, offset_ms: float):
-    from dataclasses import replace
     return replace(iv, start_ms=iv.start_ms - offset_ms, end_ms=iv.end_ms - offset_ms)
 
 
@@ -314,14 +307,35 @@ def simulate_fleet(spec: FleetSpec, problems: Sequence[ProblemTrace],
                     max(p.done_ms for p in done), fleet.loop.events, tuple(fleet.timelines))
 
 
+def peak_scored_tokens(trace: ProblemTrace) -> int:
+    """The longest context and step the PRM scores along ``trace``'s steps (the KV one scoring
+    call holds). The overlapped modes also score step-ahead drafts on a context that a
+    backtrack later undoes, which can be longer: for them this is a lower bound."""
+    chain: list[int] = []
+    ctx = peak = trace.prompt_tokens
+    for s in trace.steps:
+        peak = max(peak, ctx + s.draft_tokens, ctx + s.target_tokens)
+        if s.outcome is Outcome.ACCEPT:
+            chain.append(s.draft_tokens)
+        elif s.outcome is Outcome.RESCUE:
+            chain.append(s.target_tokens)
+        else:
+            del chain[len(chain) - s.backtrack_steps:]
+            ctx = trace.prompt_tokens + sum(chain)
+            peak = max(peak, ctx + s.regenerated_tokens)
+            if s.regenerated_tokens:
+                chain.append(s.regenerated_tokens)
+        ctx = trace.prompt_tokens + sum(chain)
+    return peak
+
+
 def _check_capacity(fleet: _Fleet, problems: Sequence[ProblemTrace]) -> None:
-    """A problem whose context the GPUs' KV caches cannot hold would never be served."""
-    longest = max(p.prompt_tokens + sum(s.draft_tokens + s.target_tokens + s.regenerated_tokens
-                                        for s in p.steps) for p in problems)
-    for pool in (fleet.prms, fleet.targets):
-        cost = pool[0].cost
-        if longest > cost.kv_capacity_tokens:
-            raise FleetError(
-                f"{pool[0].pool} GPUs hold {cost.kv_capacity_tokens} KV tokens "
-                f"(kv_capacity_tokens, from memory_utilization {fleet.spec.memory_utilization}); "
-                f"a problem reaches up to {longest}: the KV capacity cannot hold one problem")
+    """A problem whose scoring the PRM GPUs' KV caches cannot hold would never be served (a
+    target call too large for its GPU's cache fails when it is submitted)."""
+    longest = max(peak_scored_tokens(p) for p in problems)
+    cost = fleet.prms[0].cost
+    if longest > cost.kv_capacity_tokens:
+        raise FleetError(
+            f"PRM GPUs hold {cost.kv_capacity_tokens} KV tokens (kv_capacity_tokens, from "
+            f"memory_utilization {fleet.spec.memory_utilization}); a problem's scoring needs "
+            f"{longest}: the KV capacity cannot hold one problem")

@@ -26,16 +26,18 @@ __all__ = ["FleetOverlapped", "FleetSequential", "lane_replay"]
 class _Lanes:
     """Mixed in before a replay class; ``fleet`` supplies the loop, devices and callbacks."""
 
-    def __init__(self, trace, config, mode, *, fleet, index: int, arrival_ms: float):
+    def __init__(self, trace, config, mode, *, fleet, index: int, arrival_ms: float,
+                 draft_index: int):
         super().__init__(trace, config, mode)
         self.fleet = fleet
         self.index = index
         self.arrival_ms = arrival_ms
+        self.admitted_ms = fleet.loop.now
+        self.draft_index = draft_index
         self.loop = fleet.loop
         self.devices: dict[Resource, object] = {}
         self.items: dict[Resource, Item | None] = dict.fromkeys(Resource)
         self.waits_ms: dict[str, float] = {}
-        self.output_ms: float | None = None
 
     # the batch-1 cost forms, kept in their shape for the batched GPUs
     def work(self, model: LlmTiming, *, prefill=None, decode=0, kv=0):
@@ -69,8 +71,10 @@ class _Lanes:
 
     # device callbacks
     def started(self, item: Item) -> None:
-        record = self.running[item.resource]
-        record.start_ms = self.loop.now
+        self.running[item.resource].start_ms = self.loop.now
+        self._waited(item)
+
+    def _waited(self, item: Item) -> None:
         pool = item.resource.value
         self.waits_ms[pool] = self.waits_ms.get(pool, 0.0) + self.loop.now - item.submit_ms
 
@@ -96,8 +100,7 @@ class _Lanes:
         if not item.started:  # cancelled in the queue: it waited until now
             record.start_ms = now
             record.tokens = 0
-            pool = res.value
-            self.waits_ms[pool] = self.waits_ms.get(pool, 0.0) + now - item.submit_ms
+            self._waited(item)
         elif item.work_ms > 0:
             record.tokens = int(record.tokens * item.fraction_done)
         record.end_ms = now

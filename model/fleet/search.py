@@ -11,15 +11,15 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from heteroreason.model.fleet.devices import FleetError
-from heteroreason.model.fleet.engine import FleetSpec, Routing, simulate_fleet
+from heteroreason.model.fleet.engine import FleetRun, FleetSpec, Routing, simulate_fleet
 from heteroreason.model.fleet.executor import run_chunked
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.workload import ArrivalKind, Arrivals, Workload, sample_workload
 from heteroreason.model.system.config import Mode, system_config
 from heteroreason.model.workload.bundled import load_bundled
 
-__all__ = ["CapacityResult", "FleetPoint", "capacity", "compare_points", "evaluate",
-           "load_curve"]
+__all__ = ["CapacityResult", "FleetPoint", "bundled_workload", "capacities", "capacity",
+           "compare_points", "evaluate", "load_curve", "point_record"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class FleetPoint:
 
 
 @functools.lru_cache(maxsize=16)
-def _workload(datasets: tuple[str, ...], mode: str) -> Workload:
+def bundled_workload(datasets: tuple[str, ...], mode: str) -> Workload:
+    """The bundled trace sets, equally weighted (less traces ``mode`` cannot replay)."""
     backtracking = Mode.parse(mode).backtracking
     sets = {}
     for name in datasets:
@@ -67,9 +68,13 @@ def _workload(datasets: tuple[str, ...], mode: str) -> Workload:
 
 def evaluate(point: FleetPoint) -> dict:
     """Simulate the point; its description and metrics as one flat record."""
-    problems, times = sample_workload(_workload(point.datasets, point.mode), point.arrivals(),
-                                      point.problems, point.seed)
-    run = simulate_fleet(point.spec(), problems, times, check=False)
+    problems, times = sample_workload(bundled_workload(point.datasets, point.mode),
+                                      point.arrivals(), point.problems, point.seed)
+    return point_record(point, simulate_fleet(point.spec(), problems, times, check=False))
+
+
+def point_record(point: FleetPoint, run: FleetRun) -> dict:
+    """The point's description and its run's metrics as one flat record."""
     slo_ms = None if point.slo_s is None else 1e3 * point.slo_s
     m = fleet_metrics(run, slo_ms=slo_ms).as_dict()
     record = {**asdict(point), "datasets": "+".join(point.datasets), "events": run.events}

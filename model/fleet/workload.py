@@ -59,17 +59,6 @@ class Arrivals:
     def gamma(cls, rate_per_s: float, cv: float) -> Arrivals:
         return cls(ArrivalKind.GAMMA, rate_per_s, cv)
 
-    def at_rate(self, rate_per_s: float) -> Arrivals:
-        """The same process at another rate (a trace is scaled in time)."""
-        if self.kind is ArrivalKind.TRACE:
-            span = self.timestamps_s[-1] - self.timestamps_s[0]
-            own = (len(self.timestamps_s) - 1) / span if span > 0 else rate_per_s
-            scale = own / rate_per_s
-            return Arrivals(ArrivalKind.TRACE, timestamps_s=tuple(
-                self.timestamps_s[0] + (t - self.timestamps_s[0]) * scale
-                for t in self.timestamps_s))
-        return Arrivals(self.kind, rate_per_s, self.cv)
-
 
 def arrival_times_ms(arrivals: Arrivals, count: int, rng: random.Random) -> list[float]:
     """``count`` arrival times from 0 (a trace: its first ``count`` timestamps, from its first)."""

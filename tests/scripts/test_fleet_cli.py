@@ -30,6 +30,7 @@ def test_simulate_writes_records_and_a_chrome_trace(tmp_path):
     (["simulate", "--rate", "0"], "must be > 0"),
     (["simulate", "--pools", "0", "1", "1"], "must be > 0"),
     (["capacity", "--slo", "0.5", "--problems", "30"], "below the fastest possible"),
+    (["simulate", "--seed", "-1"], "must be a non-negative integer, not -1"),
 ])
 def test_bad_input_exits_2(tmp_path, args, message):
     r = _run(*args, "--out", str(tmp_path))

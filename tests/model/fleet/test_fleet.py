@@ -143,8 +143,6 @@ def test_iteration_cost_never_decreases_as_the_batch_grows():
         for _ in range(200):
             prefills = [rng.randrange(1, 3000) for _ in range(rng.randrange(0, 4))]
             decodes = [rng.randrange(0, 4000) for _ in range(rng.randrange(0, 40))]
-            if not decodes and not cost.decodes:
-                pass
             items = [("p", x) for x in prefills] + ([("d", x) for x in decodes]
                                                    if cost.decodes else [])
             previous = 0.0
@@ -249,7 +247,7 @@ def test_capacity_meets_the_slo_and_the_next_rate_does_not():
     assert result.capacity_per_s > 0
     from dataclasses import replace
     above = evaluate(replace(point, rate_per_s=result.capacity_per_s * 1.6))
-    assert above["p99_s"] > 150.0 or above["problems_per_s"] < result.capacity_per_s * 1.6
+    assert above["p99_s"] > 150.0, f"seed {SEED}"
 
 
 def test_compare_matches_power_and_device_count():
@@ -272,3 +270,24 @@ def test_unreachable_scheduler():
 def test_percentile_is_nearest_rank():
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
+
+
+@pytest.mark.parametrize("mode", [Mode.BASELINE, Mode.HETEROREASON])
+def test_peak_scored_tokens_is_what_the_prm_calls_hold(monkeypatch, mode):
+    from heteroreason.model.fleet import devices, engine
+    seen = {}
+    submit = devices.BatchedGpu.submit
+
+    def spy(self, item, work):
+        if self.pool == "prm":
+            seen[item.owner.index] = max(seen.get(item.owner.index, 0), item.kv_tokens)
+        submit(self, item, work)
+
+    monkeypatch.setattr(devices.BatchedGpu, "submit", spy)
+    traces = _traces("olympiadbench", mode)[:30]
+    simulate_fleet(FleetSpec(system_config("config1"), mode), traces,
+                   [k * 1e7 for k in range(len(traces))])
+    for k, trace in enumerate(traces):
+        peak = engine.peak_scored_tokens(trace)
+        # sequential modes score exactly the trace's steps; overlapped ones also speculate
+        assert peak == seen[k] if mode is Mode.BASELINE else peak <= seen[k], trace.problem_id
