@@ -5,6 +5,11 @@ on the held-out points, and write the calibration file.
 
     python scripts/calibrate.py                    # full grid, writes model/timing/fpga/data/
     python scripts/calibrate.py --quick --check    # the CI grid against the committed file
+    python scripts/calibrate.py --workers 4        # the grid's runs on a local Dask cluster
+
+Each grid entry is an independent Verilator build and run (minutes each); they run serially, on a
+local Dask cluster (``--workers N``) or an existing one (``--scheduler tcp://HOST:PORT`` or
+``$DASK_SCHEDULER_ADDRESS``), each entry in its own build directory, with the same results.
 
 Exit status 1 when a held-out point (or, with --check, any point) is off by more than 2 %.
 """
@@ -16,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.timing.fpga.calibration import (
     CALIBRATION_FILE,
@@ -29,6 +35,11 @@ from heteroreason.model.timing.fpga.calibration import (
 from heteroreason.sim.measure.grid import FULL_GRID, QUICK_GRID, git_revision, measure
 
 TOLERANCE = 0.02
+
+
+def _measure_entry(task) -> tuple[list, Path]:
+    entry, waves = task
+    return measure(entry, waves=waves)
 
 
 def report(rows_in, overheads) -> tuple[list[list], float]:
@@ -57,12 +68,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument("--waves", action="store_true",
                         help="record waveforms (VCD under each run's build directory)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="run the grid on a local Dask cluster of this many processes")
+    parser.add_argument("--scheduler", default=None,
+                        help="run the grid on an existing Dask scheduler (tcp://HOST:PORT)")
     args = parser.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be at least 1, not {args.workers}")
     grid = QUICK_GRID if args.quick else FULL_GRID
     start = time.monotonic()
     measured = []
-    for entry in grid:
-        points, build = measure(entry, waves=args.waves)
+    try:
+        with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+            runs = run_chunked(ex, _measure_entry, [(e, args.waves) for e in grid],
+                               chunk_size=1)
+    except RuntimeError as exc:
+        print(f"calibrate: error: {exc}", file=sys.stderr)
+        return 2
+    for entry, (points, build) in zip(grid, runs, strict=True):
         measured += [(entry.held_out, p) for p in points]
         if args.waves:
             print(f"waves: {build / 'dump.vcd'}", file=sys.stderr)

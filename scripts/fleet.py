@@ -5,11 +5,15 @@
     python scripts/fleet.py sweep --rates 0.05 0.1 0.2 0.4 --out build/fleet --workers 2
     python scripts/fleet.py capacity --slo 60 --configs config1 config2 --out build/fleet
     python scripts/fleet.py compare --slo 60 --pools 4 1 1 --out build/fleet
+    python scripts/fleet.py size --slo 120 --drafts 1 2 4 8 --prms 1 2 --targets 1 2 --rate 0.2
 
 ``simulate`` runs one fleet at one load (metrics, a CSV/JSON record, a Chrome trace of its first
 problems); ``sweep`` a latency-vs-load curve (CSV, JSON, PNG); ``capacity`` the highest arrival
 rate whose P99 meets the SLO for each configuration and dataset; ``compare`` HeteroReason pools
-against GPU-only (t2) pools at equal device count and at equal active power. Sweeps and searches
+against GPU-only (t2) pools at equal device count and at equal active power, and how much of the
+batch-1 speed-up survives at 50 % and 90 % of capacity; ``size`` the capacity of every pool size
+of a grid, the frontier of capacity against power, the pool ratio of the most goodput per kW and
+(with ``--rate``) the least-power one that carries that load. Sweeps and searches
 run serially, on a local Dask cluster (``--workers N``) or an existing one (``--scheduler
 tcp://HOST:PORT`` or ``$DASK_SCHEDULER_ADDRESS``); the results are the same. Bad input exits 2.
 """
@@ -24,19 +28,25 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from heteroreason.model.experiments.plots import plot_fleet_curves
+from heteroreason.model.executor import executor, run_chunked
+from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
 from heteroreason.model.files import InputError, output_problem
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import simulate_fleet
-from heteroreason.model.fleet.executor import executor
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.search import (
+    CAPACITY_SPAN_SLOS,
     FleetPoint,
     bundled_workload,
     capacities,
     compare_points,
+    evaluate,
     load_curve,
     point_record,
+    power_frontier,
+    size_points,
+    speedup_points,
+    speedup_rows,
 )
 from heteroreason.model.fleet.workload import load_arrival_trace, sample_workload
 from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, Mode
@@ -157,15 +167,18 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    point = _point(args, slo_s=args.slo)
+    curves = {}
     with executor(workers=args.workers, scheduler=args.scheduler) as ex:
         start = time.perf_counter()
-        rows = load_curve(ex, point, sorted(args.rates))
-        print(f"{len(rows)} points in {time.perf_counter() - start:.1f} s")
-    _print(rows, ["rate_per_s", "p50_s", "p99_s", "problems_per_s", "energy_j_per_problem",
-                  "utilization.draft", "utilization.target"])
+        for mode in args.modes:
+            point = _point(args, slo_s=args.slo, mode=mode)
+            curves[point.label] = load_curve(ex, point, sorted(args.rates))
+        print(f"{len(args.modes) * len(args.rates)} points in {time.perf_counter() - start:.1f} s")
+    rows = [row for curve in curves.values() for row in curve]
+    _print(rows, ["mode", "rate_per_s", "p50_s", "p99_s", "problems_per_s", "goodput_per_s",
+                  "energy_j_per_problem", "utilization.draft", "utilization.target"])
     paths = _write(rows, args.out, "sweep")
-    png = plot_fleet_curves({point.label: rows}, args.out / "sweep.png", slo_s=args.slo)
+    png = plot_fleet_curves(curves, args.out / "sweep.png", slo_s=args.slo)
     print("wrote", *paths, png)
     return 0
 
@@ -173,7 +186,9 @@ def cmd_sweep(args) -> int:
 def cmd_capacity(args) -> int:
     points = [replace(_point(args), config=c, datasets=(d,)) for c in args.configs
               for d in args.datasets]
-    return _capacities(args, points, "capacity")
+    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+        _capacities(ex, args, points, "capacity")
+    return 0
 
 
 def cmd_compare(args) -> int:
@@ -181,18 +196,64 @@ def cmd_compare(args) -> int:
     for c in args.configs:
         for d in args.datasets:
             points += compare_points(replace(_point(args), config=c, datasets=(d,)))
-    return _capacities(args, points, "compare")
+    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+        rows = _capacities(ex, args, points, "compare")
+        pairs = []
+        for k in range(0, len(points), 3):
+            base, cap_base = points[k], rows[k]["capacity_per_s"]
+            for fleet, row in ((points[k + 1], rows[k + 1]), (points[k + 2], rows[k + 2])):
+                span = {"slo_s": args.slo, "min_span_s": CAPACITY_SPAN_SLOS * args.slo}
+                pairs.append((replace(base, **span), replace(fleet, **span),
+                              min(cap_base, row["capacity_per_s"])))
+        start = time.perf_counter()
+        records = run_chunked(ex, evaluate, speedup_points(pairs), chunk_size=2)
+        print(f"{len(records)} speed-up points in {time.perf_counter() - start:.1f} s "
+              "(both fleets at 0 / 50 / 90 % of the lower capacity)")
+    speedups = speedup_rows(records)
+    _print(speedups, ["config", "datasets", "fleet", "load_fraction", "rate_per_s", "t2_mean_s",
+                      "hr_mean_s", "speedup_mean", "speedup_p50", "retained_of_batch1"])
+    print("wrote", *_write(speedups, args.out, "compare_speedup"))
+    return 0
 
 
-def _capacities(args, points, stem) -> int:
+def cmd_size(args) -> int:
+    points = size_points(_point(args), args.drafts, args.prms, args.targets)
     with executor(workers=args.workers, scheduler=args.scheduler) as ex:
         start = time.perf_counter()
         rows = capacities(ex, points, args.slo)
         print(f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s")
-    _print(rows, ["system", "active_power_w", "capacity_per_s", "p99_at_capacity_s",
-                  "p99_vanishing_load_s", "evaluations"])
-    print("wrote", *_write(rows, args.out, stem))
+    for row, front in zip(rows, power_frontier(rows), strict=True):
+        row["frontier"] = front
+    _print(rows, ["system", "active_power_w", "capacity_per_s", "goodput_per_kw",
+                  "average_power_at_capacity_w", "frontier"])
+    best = max(rows, key=lambda r: r["goodput_per_kw"])
+    print(f"most goodput per kW: {best['drafts']}:{best['prms']}:{best['targets']} "
+          f"({best['goodput_per_kw']:.3f} problems/s per kW at its capacity "
+          f"{best['capacity_per_s']:.4f}/s)")
+    if args.rate is not None:
+        fits = [r for r in rows if r["capacity_per_s"] >= args.rate]
+        if fits:
+            low = min(fits, key=lambda r: (r["active_power_w"], -r["capacity_per_s"]))
+            print(f"least active power carrying {args.rate:g}/s at the SLO: "
+                  f"{low['drafts']}:{low['prms']}:{low['targets']} ({low['active_power_w']:.0f} W,"
+                  f" capacity {low['capacity_per_s']:.4f}/s)")
+        else:
+            print(f"no pool size of the grid carries {args.rate:g}/s at the SLO "
+                  f"(largest capacity {max(r['capacity_per_s'] for r in rows):.4f}/s)")
+    paths = _write(rows, args.out, "size")
+    png = plot_fleet_sizing(rows, args.out / "size.png", rate_per_s=args.rate)
+    print("wrote", *paths, png)
     return 0
+
+
+def _capacities(ex, args, points, stem) -> list[dict]:
+    start = time.perf_counter()
+    rows = capacities(ex, points, args.slo)
+    print(f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s")
+    _print(rows, ["system", "active_power_w", "capacity_per_s", "p99_at_capacity_s",
+                  "p99_vanishing_load_s", "goodput_per_kw", "evaluations"])
+    print("wrote", *_write(rows, args.out, stem))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("sweep", help="latency against load")
     _options(p, rate=False)
     p.add_argument("--rates", nargs="+", type=_positive(float), required=True)
+    p.add_argument("--modes", nargs="+", choices=[m.value for m in Mode], default=None,
+                   help="one curve per mode (default: --mode)")
     p.add_argument("--slo", type=_positive(float), default=None)
     _cluster_options(p)
     p.set_defaults(fn=cmd_sweep)
@@ -219,7 +282,19 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--slo", type=_positive(float), required=True, help="P99 SLO in s")
         _cluster_options(p)
         p.set_defaults(fn=fn)
+    p = sub.add_parser("size", help="capacity of every pool size of a grid; the frontier")
+    _options(p, rate=False)
+    p.add_argument("--slo", type=_positive(float), required=True, help="P99 SLO in s")
+    p.add_argument("--drafts", nargs="+", type=_positive(int), default=[1, 2, 4])
+    p.add_argument("--prms", nargs="+", type=_positive(int), default=[1, 2])
+    p.add_argument("--targets", nargs="+", type=_positive(int), default=[1, 2])
+    p.add_argument("--rate", type=_positive(float), default=None,
+                   help="a load to carry: report the least-power pool size that does")
+    _cluster_options(p)
+    p.set_defaults(fn=cmd_size)
     args = parser.parse_args(argv)
+    if getattr(args, "modes", "absent") is None:
+        args.modes = [args.mode]
     problem = output_problem(args.out, folder=True)
     if problem:
         parser.error(problem)

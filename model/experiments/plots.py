@@ -23,6 +23,14 @@ COLORS = {"draft": "#4c72b0", "prm": "#dd8452", "target": "#55a868", "link": "#c
           "stall": "#bbbbbb"}
 
 
+def _save(fig, path: Path, **layout) -> Path:
+    fig.tight_layout(**layout)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _datasets(rows: Sequence[ReproRow]) -> list[str]:
     """The paper's datasets first, in its order, then any others (e.g. captured traces)."""
     present = {r.dataset for r in rows}
@@ -52,10 +60,7 @@ def plot_ablation(rows: Sequence[ReproRow], path: Path) -> Path:
         ax.set_ylabel("latency (s/problem)")
         ax.set_title(f"{config}: ablation")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_breakdown(rows: Sequence[ReproRow], path: Path) -> Path:
@@ -87,10 +92,7 @@ def plot_breakdown(rows: Sequence[ReproRow], path: Path) -> Path:
                 ax.set_ylabel("busy s/problem (line: latency)")
     handles = [Patch(color=COLORS[k], label=k) for k in ("draft", "prm", "target", "stall")]
     fig.legend(handles=handles, loc="lower center", ncol=4)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path, rect=(0, 0.05, 1, 1))
 
 
 def plot_gantt(runs: Sequence[ProblemRun], path: Path) -> Path:
@@ -109,10 +111,7 @@ def plot_gantt(runs: Sequence[ProblemRun], path: Path) -> Path:
         ax.set_title(f"{run.trace.dataset}/{run.trace.problem_id} {run.config.name} "
                      f"{run.mode.value}: {run.latency_ms / 1e3:.2f} s", fontsize=9)
     axes[-1, 0].set_xlabel("time (s); hatched: discarded work; grey: speculation stall")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_break_even(panels: Sequence[tuple[str, str, list[tuple[float, float]], dict[str, float]]],
@@ -142,10 +141,7 @@ def plot_break_even(panels: Sequence[tuple[str, str, list[tuple[float, float]], 
         ax.set_ylabel("latency (s/problem)")
         ax.set_title(f"{config}: {dataset}", fontsize=9)
         ax.legend(fontsize=6, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_fleet_curves(curves: dict[str, Sequence[dict]], path: Path, *,
@@ -158,18 +154,59 @@ def plot_fleet_curves(curves: dict[str, Sequence[dict]], path: Path, *,
         line, = axes[0].plot(rates, [r["p99_s"] for r in rows], marker="o", label=f"{label} P99")
         axes[0].plot(rates, [r["p50_s"] for r in rows], ls="--", color=line.get_color(),
                      label=f"{label} P50")
-        axes[1].plot(rates, [r["problems_per_s"] for r in rows], marker="o", label=label)
-        axes[2].plot(rates, [r["energy_j_per_problem"] for r in rows], marker="o", label=label)
+        axes[1].plot(rates, [r["problems_per_s"] for r in rows], marker="o", label=label,
+                     color=line.get_color())
+        if rows and rows[0].get("goodput_per_s") is not None:
+            axes[1].plot(rates, [r["goodput_per_s"] for r in rows], ls="--",
+                         color=line.get_color(), label=f"{label} goodput")
+        axes[2].plot(rates, [r["energy_j_per_problem"] for r in rows], marker="o", label=label,
+                     color=line.get_color())
     if slo_s is not None:
         axes[0].axhline(slo_s, color="grey", ls=":", label=f"SLO {slo_s:g} s")
     axes[0].set(xlabel="arrivals / s", ylabel="latency (s)", yscale="log")
-    axes[1].set(xlabel="arrivals / s", ylabel="problems finished / s")
+    axes[1].set(xlabel="arrivals / s", ylabel="problems finished / s (goodput: within the SLO)")
     axes[2].set(xlabel="arrivals / s", ylabel="energy per problem (J)")
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
+
+
+def plot_fleet_sizing(rows: Sequence[dict], path: Path, *, rate_per_s: float | None = None) -> Path:
+    """The pool-ratio map and the power frontier of a sizing search (the rows of
+    ``scripts/fleet.py size``): per PRM-pool size, goodput per kW at capacity over draft x target
+    pool sizes; and capacity against active power, frontier points joined."""
+    prms = sorted({r["prms"] for r in rows})
+    drafts = sorted({r["drafts"] for r in rows})
+    targets = sorted({r["targets"] for r in rows})
+    fig, axes = plt.subplots(1, len(prms) + 1, figsize=(4.2 * (len(prms) + 1), 4))
+    cells = {(r["drafts"], r["prms"], r["targets"]): r for r in rows}
+    top = max(r["goodput_per_kw"] for r in rows)
+    for ax, p in zip(axes, prms, strict=False):
+        grid = [[cells[(d, p, t)]["goodput_per_kw"] for d in drafts] for t in targets]
+        image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0, vmax=top, aspect="auto")
+        for yi, line in enumerate(grid):
+            for xi, value in enumerate(line):
+                ax.text(xi, yi, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if value < 0.6 * top else "black")
+        ax.set(xticks=range(len(drafts)), xticklabels=drafts, yticks=range(len(targets)),
+               yticklabels=targets, xlabel="draft devices", ylabel="target GPUs",
+               title=f"{p} PRM GPU(s): goodput (problems/s) per kW")
+    fig.colorbar(image, ax=axes[len(prms) - 1], fraction=0.046)
+    ax = axes[-1]
+    ax.scatter([r["active_power_w"] for r in rows], [r["capacity_per_s"] for r in rows],
+               s=14, color="grey", label="pool sizes")
+    front = sorted((r for r in rows if r["frontier"]), key=lambda r: r["active_power_w"])
+    ax.plot([r["active_power_w"] for r in front], [r["capacity_per_s"] for r in front],
+            marker="o", color="C3", label="frontier")
+    for r in front:
+        ax.annotate(f"{r['drafts']}:{r['prms']}:{r['targets']}",
+                    (r["active_power_w"], r["capacity_per_s"]), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    if rate_per_s is not None:
+        ax.axhline(rate_per_s, color="grey", ls=":", label=f"load {rate_per_s:g}/s")
+    ax.set(xlabel="active power (W)", ylabel="capacity at the SLO (problems / s)",
+           title="capacity against power")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)

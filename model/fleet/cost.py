@@ -80,18 +80,25 @@ class BatchCost:
 
     def iteration_ms(self, *, prefill_tokens: tuple[int, ...] = (), decode_kv: tuple[int, ...] = (),
                      decode_calls: int = 0) -> float:
-        """One iteration's cost (a reference form; the simulator uses the same terms in closed
-        form over runs of identical iterations)."""
-        d = len(decode_kv)
-        if not prefill_tokens and not d:
+        """One iteration's cost: prefills of ``prefill_tokens`` and decode tokens after
+        ``decode_kv`` cached ones each, ``decode_calls`` of them the first of their call."""
+        if not prefill_tokens and not decode_kv:
             raise ValueError("an iteration needs at least one item")
-        floor = self.decode_floor_ms if d else 0.0
-        compute = (self.prefill_call_ms if prefill_tokens else 0.0) + \
-            self.token_compute_ms * (sum(prefill_tokens) + d)
-        items = len(prefill_tokens) + d
-        return (max(floor, compute) + self.kv_token_ms * sum(kv + 1 for kv in decode_kv)
-                + self.prefill_sq_ms * sum(p * p for p in prefill_tokens)
-                + self.per_item_ms * (items - 1) + self.decode_call_ms * decode_calls)
+        return self.iteration_sums_ms(len(prefill_tokens), sum(prefill_tokens),
+                                      sum(p * p for p in prefill_tokens), len(decode_kv),
+                                      sum(kv + 1 for kv in decode_kv), decode_calls)
+
+    def iteration_sums_ms(self, prefills: int, prefill_tokens: int, prefill_sq_tokens: int,
+                          decodes: int, attended_tokens: int, decode_calls: int) -> float:
+        """:meth:`iteration_ms` from the batch's sums (the simulator's form): ``prefills``
+        items of ``prefill_tokens`` in all (their squares summing to ``prefill_sq_tokens``),
+        ``decodes`` decode items attending to ``attended_tokens`` in all."""
+        floor = self.decode_floor_ms if decodes else 0.0
+        compute = (self.prefill_call_ms if prefills else 0.0) + \
+            self.token_compute_ms * (prefill_tokens + decodes)
+        return (max(floor, compute) + self.kv_token_ms * attended_tokens
+                + self.prefill_sq_ms * prefill_sq_tokens
+                + self.per_item_ms * (prefills + decodes - 1) + self.decode_call_ms * decode_calls)
 
 
 def _model(t: LlmTiming) -> Qwen2Config:

@@ -51,7 +51,8 @@ class Item:
                  "speculative", "started", "submit_ms", "work_ms")
 
     def __init__(self, owner, resource, job_id: int, work_ms: float, priority: Priority,
-                 speculative: bool, submit_ms: float, work: GpuWork | None = None):
+                 speculative: bool, submit_ms: float, work: GpuWork | None = None,
+                 device=None, done_args=None):
         self.owner = owner
         self.resource = resource
         self.job_id = job_id
@@ -63,14 +64,15 @@ class Item:
         self.started = False
         self.seq = 0
         self.foreign = False
-        self.device = None  # where the owner sent it
-        self.done_args = None  # the owner's: what to call when it ends
+        self.device = device  # where the owner sent it
+        self.done_args = done_args  # the owner's: what to call when it ends
         if work is not None:
-            self.prefill = work.prefill
-            self.decode_left = work.decode
-            self.kv = work.kv
-            self.call_pending = work.decode > 0 and work.model.decode_call_ms > 0
-            self.kv_tokens = max(work.prefill or 0, work.kv + work.decode)
+            prefill, decode, kv = work.prefill, work.decode, work.kv
+            self.prefill = prefill
+            self.decode_left = decode
+            self.kv = kv
+            self.call_pending = decode > 0 and work.model.decode_call_ms > 0
+            self.kv_tokens = kv + decode if prefill is None or prefill < kv + decode else prefill
 
     @property
     def fraction_done(self) -> float:
@@ -104,13 +106,19 @@ class _Device:
         self._seq += 1
         item.seq = self._seq
         self.outstanding_ms += item.work_ms
-        self._queue_change(+1)
+        now = self.loop.now
+        self.queue_area_ms += self.queued * (now - self._queue_t)
+        self._queue_t = now
+        self.queued += 1
 
     def _serve(self, item: Item) -> None:
         if not item.started:
             item.started = True
-            self._queue_change(-1)
-            self.wait_ms += self.loop.now - item.submit_ms
+            now = self.loop.now
+            self.queue_area_ms += self.queued * (now - self._queue_t)
+            self._queue_t = now
+            self.queued -= 1
+            self.wait_ms += now - item.submit_ms
             self.items_served += 1
             item.owner.started(item)
 
@@ -123,6 +131,8 @@ class _Device:
 
 class ExclusiveDevice(_Device):
     """One job at a time, in order of submission."""
+
+    batches = False
 
     def __init__(self, name: str, pool: str, loop: EventLoop):
         super().__init__(name, pool, loop)
@@ -176,6 +186,8 @@ class ExclusiveDevice(_Device):
 class BatchedGpu(_Device):
     """A GPU serving ``cost``'s model with continuous batching."""
 
+    batches = True
+
     def __init__(self, name: str, pool: str, loop: EventLoop, cost: BatchCost):
         super().__init__(name, pool, loop)
         self.cost = cost
@@ -183,6 +195,7 @@ class BatchedGpu(_Device):
         self.batch: list[Item] = []
         self._seg: tuple | None = None  # (kind, start_ms, k, a_ms, g_ms) of the running segment
         self._token = 0
+        self._priority = Priority.START  # the running segment's: its most urgent item's
         self._in_callbacks = False
         self.iterations = 0
 
@@ -215,6 +228,8 @@ class BatchedGpu(_Device):
         self._forget(item)
         if not running:
             return  # between segments: the next plan goes without it
+        if self.batch:
+            self._priority = min(i.priority for i in self.batch)
         if not self.batch:
             self._close_segment(self.loop.now)  # the iteration in flight served only it
             if not self._in_callbacks:
@@ -244,54 +259,81 @@ class BatchedGpu(_Device):
         if cut < k:
             self._token += 1
             self._seg = (kind, start, cut, a, g)
-            self.loop.at(start + _run_ms(cut, a, g), self._segment_priority(), self._end,
-                         self._token)
+            self.loop.at(start + _run_ms(cut, a, g), self._priority, self._end, self._token)
 
     def _plan(self) -> None:
-        candidates = sorted(self.batch + self.waiting, key=lambda i: (i.speculative, i.seq))
-        if not candidates:
-            self.batch, self.waiting = [], []
-            return
         cost = self.cost
-        if candidates[0].foreign:
-            chosen = [candidates[0]]
+        if self.waiting:
+            waiting, batch = self.waiting, self.batch
+            if len(waiting) > 1:
+                waiting.sort(key=_rank)
+            if batch and _rank(waiting[0]) < _rank(batch[-1]):
+                candidates = sorted(batch + waiting, key=_rank)
+            else:
+                candidates = batch + waiting  # both in rank order, the batch first
+            chosen, rest = [], []
+            if candidates[0].foreign:
+                chosen.append(candidates[0])
+                rest = candidates[1:]
+            else:
+                kv, room, most = 0, cost.kv_capacity_tokens, cost.max_batch_items
+                for item in candidates:
+                    if item.foreign or len(chosen) == most or kv + item.kv_tokens > room:
+                        rest.append(item)
+                    else:
+                        chosen.append(item)
+                        kv += item.kv_tokens
+            for item in chosen:
+                if not item.started:
+                    self._serve(item)
+            self.batch, self.waiting = chosen, rest
+        elif self.batch:
+            # nothing waits: the batch (in rank order, every item fitting, all served) goes on
+            chosen = self.batch
         else:
-            chosen, kv = [], 0
-            for item in candidates:
-                if item.foreign or len(chosen) == cost.max_batch_items:
-                    continue
-                if kv + item.kv_tokens <= cost.kv_capacity_tokens:
-                    chosen.append(item)
-                    kv += item.kv_tokens
-        chosen_set = set(map(id, chosen))
-        self.batch = chosen
-        self.waiting = [i for i in candidates if id(i) not in chosen_set]
+            return
         now = self.loop.now
-        for item in chosen:
-            self._serve(item)
-        if chosen[0].foreign:
-            seg = ("foreign", now, 1, chosen[0].work_ms - chosen[0].done_ms, 0.0)
-        elif any(i.prefill is not None or i.call_pending for i in chosen):
-            seg = ("special", now, 1, self._special_ms(chosen), 0.0)
+        first = chosen[0]
+        priority = first.priority
+        if first.foreign:
+            seg = ("foreign", now, 1, first.work_ms - first.done_ms, 0.0)
         else:
-            d = len(chosen)
-            a = (max(cost.decode_floor_ms, cost.token_compute_ms * d)
-                 + cost.kv_token_ms * sum(i.kv + 1 for i in chosen) + cost.per_item_ms * (d - 1))
-            seg = ("run", now, min(i.decode_left for i in chosen), a, cost.kv_token_ms * d)
+            special = False
+            kv_sum = 0
+            decode_left = first.decode_left
+            for i in chosen:
+                if i.prefill is not None or i.call_pending:
+                    special = True
+                kv_sum += i.kv
+                if i.decode_left < decode_left:
+                    decode_left = i.decode_left
+                if i.priority < priority:
+                    priority = i.priority
+            if special:
+                seg = ("special", now, 1, self._special_ms(chosen), 0.0)
+            else:
+                d = len(chosen)
+                a = (max(cost.decode_floor_ms, cost.token_compute_ms * d)
+                     + cost.kv_token_ms * (kv_sum + d) + cost.per_item_ms * (d - 1))
+                seg = ("run", now, decode_left, a, cost.kv_token_ms * d)
         self._seg = seg
         self._token += 1
-        self.loop.at(now + _run_ms(seg[2], seg[3], seg[4]), self._segment_priority(), self._end,
-                     self._token)
-
-    def _segment_priority(self) -> Priority:
-        return min(i.priority for i in self.batch)
+        self._priority = priority
+        self.loop.at(now + _run_ms(seg[2], seg[3], seg[4]), priority, self._end, self._token)
 
     def _special_ms(self, items: list[Item]) -> float:
-        cost = self.cost
-        prefills = tuple(i.prefill for i in items if i.prefill is not None)
-        decodes = tuple(i.kv for i in items if i.prefill is None)
-        calls = sum(1 for i in items if i.prefill is None and i.call_pending)
-        return cost.iteration_ms(prefill_tokens=prefills, decode_kv=decodes, decode_calls=calls)
+        prefills = prefill_tokens = prefill_sq = decodes = attended = calls = 0
+        for i in items:
+            if i.prefill is not None:
+                prefills += 1
+                prefill_tokens += i.prefill
+                prefill_sq += i.prefill * i.prefill
+            else:
+                decodes += 1
+                attended += i.kv + 1
+                calls += i.call_pending
+        return self.cost.iteration_sums_ms(prefills, prefill_tokens, prefill_sq, decodes,
+                                           attended, calls)
 
     # ------------------------------------------------------------------ progress
 
@@ -336,6 +378,7 @@ class BatchedGpu(_Device):
         if token != self._token:
             return
         kind, _start, k, _a, _g = self._seg
+        floor, kv_ms, half = self.cost.decode_floor_ms, self.cost.kv_token_ms, k * (k - 1) / 2
         finished = []
         for item in self.batch:
             if kind == "foreign":
@@ -350,14 +393,15 @@ class BatchedGpu(_Device):
                     item.decode_left -= 1
                     item.call_pending = False
             else:
-                item.done_ms += self._run_own_ms(item, k)
+                item.done_ms += k * floor + kv_ms * (k * (item.kv + 1) + half)
                 item.kv += k
                 item.decode_left -= k
             if item.prefill is None and item.decode_left == 0:
                 finished.append(item)
         self._close_segment(self.loop.now)
+        if finished:
+            self.batch = [i for i in self.batch if i.prefill is not None or i.decode_left]
         for item in finished:
-            self.batch.remove(item)
             item.done_ms = item.work_ms
             self._forget(item)
         self._in_callbacks = True
@@ -368,6 +412,11 @@ class BatchedGpu(_Device):
             self._in_callbacks = False
         if self._seg is None:
             self._plan()
+
+
+def _rank(item: Item) -> tuple[bool, int]:
+    """Critical work before step-ahead prefetches, then in order of submission."""
+    return item.speculative, item.seq
 
 
 def _run_ms(k: int, a: float, g: float) -> float:

@@ -14,13 +14,15 @@ batch-1 scheduler charges.
 
 from __future__ import annotations
 
-from heteroreason.model.fleet.devices import BatchedGpu, GpuWork, Item
+from heteroreason.model.fleet.devices import GpuWork, Item
 from heteroreason.model.system.overlapped import OverlappedReplay
 from heteroreason.model.system.records import Job, JobKind, Record, Resource
 from heteroreason.model.system.sequential import SequentialReplay
 from heteroreason.model.timing.device_timing import LlmTiming
 
 __all__ = ["FleetOverlapped", "FleetSequential", "lane_replay"]
+
+PREFETCH = JobKind.PREFETCH
 
 
 class _Lanes:
@@ -37,7 +39,7 @@ class _Lanes:
         self.loop = fleet.loop
         self.devices: dict[Resource, object] = {}
         self.items: dict[Resource, Item | None] = dict.fromkeys(Resource)
-        self.waits_ms: dict[str, float] = {}
+        self.waits_ms: dict[Resource, float] = {}
 
     # the batch-1 cost forms, kept in their shape for the batched GPUs
     def work(self, model: LlmTiming, *, prefill=None, decode=0, kv=0):
@@ -52,17 +54,16 @@ class _Lanes:
         now = self.loop.now
         self.job_id += 1
         work = job.duration_ms
-        ms = work.ms if isinstance(work, GpuWork) else work
+        shaped = type(work) is GpuWork
+        ms = work.ms if shaped else work
         self.running[res] = Record(res, job.kind, now, now + ms, job.step, job.tokens, False,
                                    self.job_id, job.epoch)
         device = self.devices.get(res) or self.fleet.route(self, res)
-        gpu = isinstance(device, BatchedGpu)
-        if gpu and not isinstance(work, GpuWork):
+        gpu = device.batches
+        if gpu and not shaped:
             raise TypeError(f"a {job.kind} job reached GPU {device.name} without its shape")
-        item = Item(self, res, self.job_id, ms, job.priority, job.kind is JobKind.PREFETCH, now,
-                    work if gpu else None)
-        item.device = device
-        item.done_args = (job.done, job.args)
+        item = Item(self, res, self.job_id, ms, job.priority, job.kind is PREFETCH, now,
+                    work if gpu else None, device, (job.done, job.args))
         self.items[res] = item
         if gpu:
             device.submit(item, work)
@@ -75,8 +76,8 @@ class _Lanes:
         self._waited(item)
 
     def _waited(self, item: Item) -> None:
-        pool = item.resource.value
-        self.waits_ms[pool] = self.waits_ms.get(pool, 0.0) + self.loop.now - item.submit_ms
+        res = item.resource
+        self.waits_ms[res] = self.waits_ms.get(res, 0.0) + self.loop.now - item.submit_ms
 
     def completed(self, item: Item) -> None:
         res = item.resource

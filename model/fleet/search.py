@@ -10,16 +10,17 @@ import functools
 import math
 from dataclasses import asdict, dataclass, replace
 
+from heteroreason.model.executor import run_chunked
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetRun, FleetSpec, Routing, simulate_fleet
-from heteroreason.model.fleet.executor import run_chunked
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.workload import ArrivalKind, Arrivals, Workload, sample_workload
 from heteroreason.model.system.config import Mode, system_config
 from heteroreason.model.workload.bundled import load_bundled
 
-__all__ = ["CapacityResult", "FleetPoint", "bundled_workload", "capacities", "capacity",
-           "compare_points", "evaluate", "load_curve", "point_record"]
+__all__ = ["CAPACITY_SPAN_SLOS", "CapacityResult", "FleetPoint", "bundled_workload",
+           "capacities", "capacity", "compare_points", "evaluate", "load_curve", "point_record",
+           "power_frontier", "size_points", "speedup_points", "speedup_rows"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,20 @@ class FleetPoint:
     seed: int = 0
     slo_s: float | None = None
     routing: str = "least"
+    min_span_s: float | None = None  # at least this many seconds of arrivals: more problems
+
+    def __post_init__(self):
+        if self.min_span_s is not None and not (math.isfinite(self.min_span_s)
+                                                and self.min_span_s > 0):
+            raise FleetError(f"min_span_s must be a finite number of seconds > 0 or None, "
+                             f"not {self.min_span_s!r}")
+
+    @property
+    def problem_count(self) -> int:
+        """``problems``, or more: as many as arrive in ``min_span_s`` at the point's rate."""
+        if self.min_span_s is None:
+            return self.problems
+        return max(self.problems, math.ceil(self.rate_per_s * self.min_span_s))
 
     def spec(self) -> FleetSpec:
         return FleetSpec(system_config(self.config, fpga=self.fpga), Mode.parse(self.mode),
@@ -69,7 +84,7 @@ def bundled_workload(datasets: tuple[str, ...], mode: str) -> Workload:
 def evaluate(point: FleetPoint) -> dict:
     """Simulate the point; its description and metrics as one flat record."""
     problems, times = sample_workload(bundled_workload(point.datasets, point.mode),
-                                      point.arrivals(), point.problems, point.seed)
+                                      point.arrivals(), point.problem_count, point.seed)
     return point_record(point, simulate_fleet(point.spec(), problems, times, check=False))
 
 
@@ -95,59 +110,79 @@ def load_curve(ex, point: FleetPoint, rates: list[float], *, chunk_size: int = 2
 
 @dataclass(frozen=True)
 class CapacityResult:
+    """The capacity of ``point``'s fleet at ``slo_s``; ``at_capacity``: the record of the run at
+    that rate (:func:`point_record`)."""
+
     point: FleetPoint
     slo_s: float
     capacity_per_s: float
     p99_s: float
     evaluations: int
     floor_p99_s: float
+    at_capacity: dict
 
     def as_dict(self) -> dict:
+        at = self.at_capacity
+        power = at["average_power_w"]
         return {"system": self.point.label, "config": self.point.config,
                 "mode": self.point.mode, "datasets": "+".join(self.point.datasets),
                 "drafts": self.point.drafts, "prms": self.point.prms,
                 "targets": self.point.targets,
                 "active_power_w": self.point.spec().active_power_w, "slo_s": self.slo_s,
                 "capacity_per_s": self.capacity_per_s, "p99_at_capacity_s": self.p99_s,
-                "p99_vanishing_load_s": self.floor_p99_s, "evaluations": self.evaluations}
+                "p99_vanishing_load_s": self.floor_p99_s,
+                "goodput_at_capacity_per_s": at["goodput_per_s"],
+                "average_power_at_capacity_w": power,
+                "goodput_per_kw": 1e3 * at["goodput_per_s"] / power,
+                "energy_j_per_problem_at_capacity": at["energy_j_per_problem"],
+                "evaluations": self.evaluations}
+
+
+CAPACITY_SPAN_SLOS = 10.0
 
 
 def capacity(point: FleetPoint, slo_s: float, *, rel_tol: float = 0.02,
              low_rate_per_s: float = 1e-4, max_rate_per_s: float = 1e4) -> CapacityResult:
     """The highest arrival rate whose P99 latency meets ``slo_s``: from a vanishing load,
-    doubling until the SLO fails, then bisection to ``rel_tol``."""
+    doubling until the SLO fails, then bisection to ``rel_tol``. Each run holds at least
+    ``point.problems`` problems and at least :data:`CAPACITY_SPAN_SLOS` SLOs of arrivals (unless
+    ``point.min_span_s`` says otherwise): a burst of a few problems drains within the SLO
+    however fast they come, a fleet past its capacity falls behind only over time."""
     if not (math.isfinite(slo_s) and slo_s > 0):
         raise FleetError(f"slo_s must be a finite number > 0, not {slo_s!r}")
     evals = 0
+    span_s = point.min_span_s if point.min_span_s is not None else CAPACITY_SPAN_SLOS * slo_s
 
-    def p99(rate: float) -> float:
+    def run(rate: float) -> dict:
         nonlocal evals
         evals += 1
-        return evaluate(replace(point, rate_per_s=rate))["p99_s"]
+        return evaluate(replace(point, rate_per_s=rate, slo_s=slo_s, min_span_s=span_s))
 
-    floor = p99(low_rate_per_s)
-    if floor > slo_s:
+    floor = run(low_rate_per_s)
+    if floor["p99_s"] > slo_s:
         raise FleetError(f"{point.label}: the SLO of {slo_s} s is below the fastest possible "
-                         f"P99 latency ({floor:.2f} s at a vanishing load): no load meets it")
-    lo, lo_p99 = low_rate_per_s, floor
+                         f"P99 latency ({floor['p99_s']:.2f} s at a vanishing load): no load "
+                         "meets it")
+    lo, lo_record = low_rate_per_s, floor
     hi = low_rate_per_s
     while True:
         hi *= 2
         if hi > max_rate_per_s:
             raise FleetError(f"{point.label}: the SLO is still met at {max_rate_per_s}/s "
                              "(max_rate_per_s)")
-        value = p99(hi)
-        if value > slo_s:
+        record = run(hi)
+        if record["p99_s"] > slo_s:
             break
-        lo, lo_p99 = hi, value
+        lo, lo_record = hi, record
     while hi - lo > rel_tol * lo:
         mid = math.sqrt(lo * hi)
-        value = p99(mid)
-        if value <= slo_s:
-            lo, lo_p99 = mid, value
+        record = run(mid)
+        if record["p99_s"] <= slo_s:
+            lo, lo_record = mid, record
         else:
             hi = mid
-    return CapacityResult(point, slo_s, lo, lo_p99, evals, floor)
+    return CapacityResult(point, slo_s, lo, lo_record["p99_s"], evals, floor["p99_s"],
+                          lo_record)
 
 
 def _capacity_task(args) -> dict:
@@ -171,3 +206,70 @@ def compare_points(point: FleetPoint) -> list[FleetPoint]:
 def capacities(ex, points: list[FleetPoint], slo_s: float) -> list[dict]:
     """One capacity search per point, one task each."""
     return run_chunked(ex, _capacity_task, [(p, slo_s) for p in points], chunk_size=1)
+
+
+def size_points(point: FleetPoint, drafts: list[int], prms: list[int],
+                targets: list[int]) -> list[FleetPoint]:
+    """``point``'s fleet at every pool size of the grid ``drafts`` x ``prms`` x ``targets``."""
+    for name, values in (("drafts", drafts), ("prms", prms), ("targets", targets)):
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
+                             for v in values):
+            raise FleetError(f"the sizing grid's {name} must be integers >= 1, not {values!r}")
+    return [replace(point, drafts=d, prms=p, targets=t)
+            for d in sorted(set(drafts)) for p in sorted(set(prms)) for t in sorted(set(targets))]
+
+
+def power_frontier(rows: list[dict]) -> list[bool]:
+    """Whether each capacity row is on the frontier of active power against capacity: no other
+    row serves at least as much for at most the power, better in one of them."""
+    def beats(a, b):
+        return (a["active_power_w"] <= b["active_power_w"]
+                and a["capacity_per_s"] >= b["capacity_per_s"]
+                and (a["active_power_w"] < b["active_power_w"]
+                     or a["capacity_per_s"] > b["capacity_per_s"]))
+    return [not any(beats(other, row) for other in rows if other is not row) for row in rows]
+
+
+VANISHING_RATE_PER_S = 1e-4  # arrivals ~3 h apart: no problem waits for another
+
+
+def speedup_points(pairs: list[tuple[FleetPoint, FleetPoint, float]],
+                   fractions: tuple[float, ...] = (0.0, 0.5, 0.9)) -> list[FleetPoint]:
+    """For each (GPU-only point, HeteroReason point, lower capacity of the two): both fleets at
+    each fraction of that capacity — the same traffic for both, within both capacities; a
+    fraction of 0 is a vanishing load (the batch-1 latencies)."""
+    for f in fractions:
+        if not 0 <= f < 1:
+            raise FleetError(f"load fractions must be in [0, 1), not {f!r}")
+    out = []
+    for base, fleet, cap in pairs:
+        for f in fractions:
+            rate = f * cap if f > 0 else VANISHING_RATE_PER_S
+            out += [replace(base, rate_per_s=rate), replace(fleet, rate_per_s=rate)]
+    return out
+
+
+def speedup_rows(records: list[dict], fractions: tuple[float, ...] = (0.0, 0.5, 0.9)) -> list[dict]:
+    """The records of :func:`speedup_points` (pairs in its order) as speed-ups of HeteroReason
+    over the GPU-only fleet (mean and median latency ratios) and the mean speed-up as a share of
+    the vanishing-load one (``retained_of_batch1``: 1 when load costs both fleets alike)."""
+    rows, per_pair = [], 2 * len(fractions)
+    for start in range(0, len(records), per_pair):
+        group = records[start:start + per_pair]
+        batch1 = None
+        for k, f in enumerate(fractions):
+            base, fleet = group[2 * k], group[2 * k + 1]
+            speedup = base["mean_latency_s"] / fleet["mean_latency_s"]
+            if f == 0:
+                batch1 = speedup
+            rows.append({
+                "config": fleet["config"], "datasets": fleet["datasets"],
+                "fleet": f"{fleet['drafts']}:{fleet['prms']}:{fleet['targets']}",
+                "baseline": f"t2 {base['drafts']}:{base['prms']}:{base['targets']}",
+                "load_fraction": f, "rate_per_s": fleet["rate_per_s"],
+                "t2_mean_s": base["mean_latency_s"], "hr_mean_s": fleet["mean_latency_s"],
+                "t2_p99_s": base["p99_s"], "hr_p99_s": fleet["p99_s"],
+                "speedup_mean": speedup,
+                "speedup_p50": base["p50_s"] / fleet["p50_s"],
+                "retained_of_batch1": None if batch1 is None else speedup / batch1})
+    return rows

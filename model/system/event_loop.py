@@ -48,14 +48,17 @@ class EventLoop:
         if time_ms < self.now:
             raise ValueError(f"event at {time_ms} ms scheduled in the past (now {self.now} ms)")
         self._seq += 1
-        heapq.heappush(self._heap, (time_ms, int(priority), self._seq, handler, args))
+        heapq.heappush(self._heap, (time_ms, priority, self._seq, handler, args))
 
     def run(self) -> float:
         """Run to exhaustion; returns the time of the last event."""
-        heap = self._heap
-        while heap:
-            time_ms, _, _, handler, args = heapq.heappop(heap)
-            self.now = time_ms
-            self.events += 1
-            handler(*args)
+        heap, pop, events = self._heap, heapq.heappop, 0
+        try:
+            while heap:
+                time_ms, _, _, handler, args = pop(heap)
+                self.now = time_ms
+                events += 1
+                handler(*args)
+        finally:
+            self.events += events
         return self.now

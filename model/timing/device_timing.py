@@ -90,7 +90,7 @@ def _kv_sum(tokens: int, kv_start: int) -> float:
 
 
 def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if type(value) is not int or value < 0:  # (a bool is not a count)
         raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
 
 

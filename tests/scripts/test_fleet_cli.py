@@ -44,3 +44,36 @@ def test_malformed_arrival_trace(tmp_path):
     r = _run("simulate", "--arrivals", str(path), "--problems", "3", "--out", str(tmp_path))
     assert r.returncode == 2
     assert "arrivals.txt:3" in r.stderr
+
+
+def test_size_reports_the_frontier_and_the_cheapest_pools_for_a_load(tmp_path):
+    r = _run("size", "--slo", "120", "--drafts", "1", "2", "--prms", "1", "--targets", "1",
+             "--problems", "40", "--rate", "0.05", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "size.json").read_text())
+    assert [(row["drafts"], row["prms"], row["targets"]) for row in rows] == [(1, 1, 1),
+                                                                             (2, 1, 1)]
+    best = max(rows, key=lambda row: row["goodput_per_kw"])
+    assert f"most goodput per kW: {best['drafts']}:1:1" in r.stdout
+    assert "least active power carrying 0.05/s" in r.stdout
+    assert (tmp_path / "size.png").stat().st_size > 0
+
+
+def test_compare_reports_speedups_at_load(tmp_path):
+    r = _run("compare", "--slo", "120", "--pools", "1", "1", "1", "--problems", "30",
+             "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "compare_speedup.json").read_text())
+    assert [row["load_fraction"] for row in rows] == [0.0, 0.5, 0.9] * 2
+    for row in rows:
+        assert row["speedup_mean"] == pytest.approx(row["t2_mean_s"] / row["hr_mean_s"])
+
+
+def test_sweep_draws_one_curve_per_mode(tmp_path):
+    r = _run("sweep", "--rates", "0.02", "0.05", "--modes", "t2", "heteroreason",
+             "--problems", "30", "--slo", "120", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "sweep.json").read_text())
+    assert [(row["mode"], row["rate_per_s"]) for row in rows] == [
+        ("t2", 0.02), ("t2", 0.05), ("heteroreason", 0.02), ("heteroreason", 0.05)]
+    assert all(row["goodput_per_s"] <= row["problems_per_s"] for row in rows)

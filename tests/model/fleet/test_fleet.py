@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.fleet.cost import (
     PER_ITEM_MS,
     BatchCost,
@@ -17,7 +18,6 @@ from heteroreason.model.fleet.cost import (
 )
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
-from heteroreason.model.fleet.executor import executor, run_chunked
 from heteroreason.model.fleet.metrics import fleet_metrics, percentile
 from heteroreason.model.fleet.search import FleetPoint, capacity, compare_points, evaluate
 from heteroreason.model.fleet.workload import (

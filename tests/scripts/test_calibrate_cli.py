@@ -1,0 +1,40 @@
+"""scripts/calibrate.py: the grid's Verilator runs go through the sweep executor — a local Dask
+cluster checks the quick grid as the serial run does; bad cluster options exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "calibrate.py"
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_quick_check_on_a_local_dask_cluster():
+    pytest.importorskip("distributed")
+    r = _run("--quick", "--check", "--workers", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("check")]
+    assert len(rows) == 3  # every quick-grid position, in grid order
+    assert [int(row[9]) for row in rows] == [16, 300, 100]
+    assert "worst error" in r.stdout
+
+
+def test_workers_below_one_exit_2():
+    r = _run("--quick", "--check", "--workers", "0")
+    assert r.returncode == 2
+    assert "--workers must be at least 1, not 0" in r.stderr
+
+
+def test_an_unreachable_scheduler_exits_2():
+    pytest.importorskip("distributed")
+    r = _run("--quick", "--check", "--scheduler", "tcp://127.0.0.1:9")
+    assert r.returncode == 2
+    assert "cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in r.stderr
