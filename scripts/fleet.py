@@ -94,6 +94,9 @@ def _options(parser: argparse.ArgumentParser, *, rate: bool = True) -> None:
     parser.add_argument("--problems", type=_positive(int), default=400)
     parser.add_argument("--seed", type=_non_negative, default=0)
     parser.add_argument("--routing", choices=["least", "round-robin"], default="least")
+    parser.add_argument("--max-prefetch", type=_non_negative, default=None,
+                        help="step-ahead prefetches a target GPU's batch may hold (default: "
+                             "as many as it has room for)")
     parser.add_argument("--out", type=Path, default=Path("build/fleet"))
 
 
@@ -109,7 +112,8 @@ def _point(args, **changes) -> FleetPoint:
     point = FleetPoint(config=args.config, mode=args.mode, fpga=args.fpga, drafts=d, prms=p,
                        targets=t, datasets=tuple(args.datasets),
                        rate_per_s=getattr(args, "rate", 0.1), cv=args.cv,
-                       problems=args.problems, seed=args.seed, routing=args.routing)
+                       problems=args.problems, seed=args.seed, routing=args.routing,
+                       max_prefetch=args.max_prefetch)
     return replace(point, **changes)
 
 

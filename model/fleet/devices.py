@@ -10,8 +10,8 @@ job of another model, alone), or a run of identical decode iterations up to the 
 last token, priced in closed form with :class:`~heteroreason.model.fleet.cost.BatchCost`. A
 new item, a cancelled one or a preemption waits for the end of the iteration in progress: the
 run is cut there and the batch planned again — by priority (critical work before step-ahead
-prefetches, which are paused when the batch is full), then in order of submission, as long as
-the items' KV fits the GPU's cache.
+prefetches, which are paused when the batch is full, or beyond ``max_prefetch_items`` of them),
+then in order of submission, as long as the items' KV fits the GPU's cache.
 """
 
 from __future__ import annotations
@@ -170,6 +170,9 @@ class ExclusiveDevice(_Device):
         if self.queue:
             self._start(self.queue.popleft())
 
+    def promote(self, item: Item) -> None:
+        item.speculative = False  # one job at a time in order: nothing to reorder
+
     def cancel(self, item: Item) -> None:
         now = self.loop.now
         if item is self.current:
@@ -188,9 +191,11 @@ class BatchedGpu(_Device):
 
     batches = True
 
-    def __init__(self, name: str, pool: str, loop: EventLoop, cost: BatchCost):
+    def __init__(self, name: str, pool: str, loop: EventLoop, cost: BatchCost, *,
+                 max_prefetch_items: int | None = None):
         super().__init__(name, pool, loop)
         self.cost = cost
+        self.max_prefetch_items = max_prefetch_items  # None: as many as the batch has room for
         self.waiting: list[Item] = []
         self.batch: list[Item] = []
         self._seg: tuple | None = None  # (kind, start_ms, k, a_ms, g_ms) of the running segment
@@ -214,6 +219,15 @@ class BatchedGpu(_Device):
                                  "(decode_ms_per_token 0) but was asked to decode")
         self._enqueue(item)
         self.waiting.append(item)
+        self._changed()
+
+    def promote(self, item: Item) -> None:
+        """A speculative item becomes critical: the batch is planned again at the next
+        iteration boundary, with it ranked among the critical work."""
+        item.speculative = False
+        if item in self.batch:
+            self.batch.sort(key=_rank)  # the plans rely on the batch in rank order
+            return  # already served
         self._changed()
 
     def cancel(self, item: Item) -> None:
@@ -277,16 +291,22 @@ class BatchedGpu(_Device):
                 rest = candidates[1:]
             else:
                 kv, room, most = 0, cost.kv_capacity_tokens, cost.max_batch_items
+                prefetch_room = self.max_prefetch_items
                 for item in candidates:
-                    if item.foreign or len(chosen) == most or kv + item.kv_tokens > room:
+                    if item.foreign or len(chosen) == most or kv + item.kv_tokens > room or \
+                            (item.speculative and prefetch_room == 0):
                         rest.append(item)
                     else:
                         chosen.append(item)
                         kv += item.kv_tokens
+                        if item.speculative and prefetch_room is not None:
+                            prefetch_room -= 1
             for item in chosen:
                 if not item.started:
                     self._serve(item)
             self.batch, self.waiting = chosen, rest
+            if not chosen:  # only prefetches wait, and none may run
+                return
         elif self.batch:
             # nothing waits: the batch (in rank order, every item fitting, all served) goes on
             chosen = self.batch

@@ -85,6 +85,7 @@ class FleetSpec:
     memory_utilization: float = GPU_MEMORY_UTILIZATION
     max_batch_items: int = MAX_BATCH_ITEMS
     per_item_ms: float = PER_ITEM_MS
+    max_prefetch_items: int | None = None  # step-ahead prefetches a target batch may hold
 
     def __post_init__(self):
         for key in ("drafts", "prms", "targets"):
@@ -95,6 +96,11 @@ class FleetSpec:
                                              or self.draft_slots < 1):
             raise FleetError(f"draft_slots must be an integer >= 1 or None, "
                              f"not {self.draft_slots!r}")
+        if self.max_prefetch_items is not None and (
+                isinstance(self.max_prefetch_items, bool)
+                or not isinstance(self.max_prefetch_items, int) or self.max_prefetch_items < 0):
+            raise FleetError(f"max_prefetch_items must be an integer >= 0 or None, "
+                             f"not {self.max_prefetch_items!r}")
         if not isinstance(self.routing, Routing):
             object.__setattr__(self, "routing", Routing.parse(self.routing))
 
@@ -201,7 +207,8 @@ class _Fleet:
         self.links = [ExclusiveDevice(f"link{k}", "link", loop) for k in range(spec.drafts)]
         prm, target = spec.cost("prm"), spec.cost("target")
         self.prms = [BatchedGpu(f"prm{k}", "prm", loop, prm) for k in range(spec.prms)]
-        self.targets = [BatchedGpu(f"target{k}", "target", loop, target)
+        self.targets = [BatchedGpu(f"target{k}", "target", loop, target,
+                                   max_prefetch_items=spec.max_prefetch_items)
                         for k in range(spec.targets)]
         self.resident = [0] * spec.drafts
         self.turn = {"draft": itertools.count(), "prm": itertools.count(),

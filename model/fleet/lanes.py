@@ -62,13 +62,19 @@ class _Lanes:
         gpu = device.batches
         if gpu and not shaped:
             raise TypeError(f"a {job.kind} job reached GPU {device.name} without its shape")
-        item = Item(self, res, self.job_id, ms, job.priority, job.kind is PREFETCH, now,
+        speculative = job.kind is PREFETCH and getattr(self, "rejected", None) != job.step
+        item = Item(self, res, self.job_id, ms, job.priority, speculative, now,
                     work if gpu else None, device, (job.done, job.args))
         self.items[res] = item
         if gpu:
             device.submit(item, work)
         else:
             device.submit(item)
+
+    def promote(self, res: Resource, step: int) -> None:
+        item, record = self.items[res], self.running[res]
+        if item is not None and item.speculative and record.step == step:
+            item.device.promote(item)
 
     # device callbacks
     def started(self, item: Item) -> None:

@@ -41,6 +41,7 @@ class FleetPoint:
     slo_s: float | None = None
     routing: str = "least"
     min_span_s: float | None = None  # at least this many seconds of arrivals: more problems
+    max_prefetch: int | None = None  # step-ahead prefetches a target batch may hold
 
     def __post_init__(self):
         if self.min_span_s is not None and not (math.isfinite(self.min_span_s)
@@ -58,7 +59,8 @@ class FleetPoint:
     def spec(self) -> FleetSpec:
         return FleetSpec(system_config(self.config, fpga=self.fpga), Mode.parse(self.mode),
                          drafts=self.drafts, prms=self.prms, targets=self.targets,
-                         routing=Routing.parse(self.routing))
+                         routing=Routing.parse(self.routing),
+                         max_prefetch_items=self.max_prefetch)
 
     def arrivals(self) -> Arrivals:
         return Arrivals.poisson(self.rate_per_s) if self.cv == 1.0 else \
@@ -67,7 +69,8 @@ class FleetPoint:
     @property
     def label(self) -> str:
         pools = f"{self.drafts}:{self.prms}:{self.targets}"
-        return f"{self.config}/{self.mode}/{'+'.join(self.datasets)}/{pools}"
+        cap = "" if self.max_prefetch is None else f"/prefetch<={self.max_prefetch}"
+        return f"{self.config}/{self.mode}/{'+'.join(self.datasets)}/{pools}{cap}"
 
 
 @functools.lru_cache(maxsize=16)

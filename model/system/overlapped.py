@@ -31,6 +31,7 @@ class OverlappedReplay(Replay):
         self.target_done: dict[int, float] = {}
         self.cache: dict[int, int] = {}  # chain position -> the target's cached tokens
         self.early_sync: int | None = None  # a step ingested before it was refined
+        self.regenerating: int | None = None  # a backtrack's step the target still regenerates
 
     def start(self) -> None:
         super().start()
@@ -87,6 +88,10 @@ class OverlappedReplay(Replay):
                 self.cache[len(self.chain)] = self.cancel(Resource.TARGET, wasted=False).tokens
             elif j in self.target_done:
                 self.cache[len(self.chain)] = step.prefetch_tokens or PREFETCH_LIMIT_TOKENS
+            else:
+                # still queued behind earlier target work: accepted before it began, it never
+                # will (it would only delay the target's later steps)
+                self.drop_queued(Resource.TARGET, JobKind.PREFETCH, j)
             self.commit(step.draft_tokens)
             self.v = j + 1
             if self.v == self.n:
@@ -101,6 +106,7 @@ class OverlappedReplay(Replay):
         # rejected: the step-ahead draft is squashed; the target's run for step j goes on
         self.squash_draft()
         self.rejected = j
+        self.promote(Resource.TARGET, j)  # what the step now waits for is no longer ahead
         if self.mode.on_fpga:
             self.shadow_ingest(j, self.steps[j].target_tokens, self.target_end(j))
         if j in self.target_done:
@@ -166,10 +172,10 @@ class OverlappedReplay(Replay):
             self.synced(j)
 
     def synced(self, j: int) -> None:
-        if j == self.v and self.rejected == j:
-            # ingested before the target's step was refined: the ingest's end was placed by an
-            # estimate of the target's (in a fleet, batching can stretch the target's step);
-            # the draft resumes when the step is refined
+        if (j == self.v and self.rejected == j) or self.regenerating == j:
+            # ingested before the target's step was refined or regenerated: the ingest's end
+            # was placed by an estimate of the target's (in a fleet, batching can stretch the
+            # target's step); the draft resumes when the step is ready
             self.early_sync = j
             return
         if j != self.v - 1:
@@ -192,6 +198,7 @@ class OverlappedReplay(Replay):
             self.cancel(res)
         self.pending = False
         self.ahead_ready = None
+        self.regenerating = None
         self.drop(1 + step.backtrack_steps)  # the failed target step and the dropped steps
         self.v = j + 1
         r = step.regenerated_tokens
@@ -207,6 +214,7 @@ class OverlappedReplay(Replay):
         self.reused += reuse
         cost = self.work(self.cfg.target, prefill=reuse or None, decode=r - reuse,
                          kv=self.ctx + reuse)
+        self.regenerating = j
         self.request(Resource.TARGET, JobKind.REGENERATE, cost, j, r, Priority.TARGET,
                      self.regenerated, j)
         if self.mode.on_fpga:
@@ -222,8 +230,12 @@ class OverlappedReplay(Replay):
                           self.work(self.draft_t, prefill=r), j, r, Priority.SYNC, self.synced, j)
         self.commit(r)
         self.target_kv = self.ctx
+        self.regenerating = None
         if self.v < self.n:
             self.prefetch(self.v)
+        if self.early_sync == j:
+            self.early_sync = None
+            self.synced(j)
 
     def regen_scored(self, j: int) -> None:
         if self.v == self.n and j == self.n - 1:

@@ -108,6 +108,17 @@ class Replay:
         self.request(Resource.LINK, JobKind.TOKENS, self.cfg.link.tokens_ms(tokens), step,
                      tokens, Priority.TRANSFER, done, *args)
 
+    def drop_queued(self, res: Resource, kind: JobKind, step: int) -> None:
+        """Forget the jobs of ``kind`` for ``step`` still waiting for ``res``."""
+        queue = self.queues[res]
+        for job in [job for job in queue if job.kind is kind and job.step == step]:
+            queue.remove(job)
+
+    def promote(self, res: Resource, step: int) -> None:
+        """Step ``step``'s work on ``res``, begun ahead of a verdict, is now what the problem
+        waits for. (One problem alone on its devices: nothing to do. The fleet's shared devices
+        serve it before speculative work from then on.)"""
+
     def stall(self, start_ms: float, step: int) -> None:
         """The step-ahead draft of ``step`` waited from ``start_ms`` until now."""
         self.records.append(Record(Resource.DRAFT, JobKind.STALL, start_ms, self.loop.now, step,

@@ -28,9 +28,11 @@ from heteroreason.model.fleet.workload import (
     sample_workload,
 )
 from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.records import JobKind
 from heteroreason.model.system.scheduler import simulate_problem
 from heteroreason.model.timing.device_timing import timing
 from heteroreason.model.workload.bundled import load_bundled
+from heteroreason.model.workload.traces import Outcome
 
 SEED = 20261202
 
@@ -53,12 +55,14 @@ def test_vanishing_load_reproduces_the_batch1_scheduler(config, mode):
         assert p.output_tokens == batch1.output_tokens
 
 
-def _loaded_run(mode=Mode.HETEROREASON, pools=(3, 2, 2), rate=0.3, n=300, seed=SEED, **kw):
+def _loaded_run(mode=Mode.HETEROREASON, pools=(3, 2, 2), rate=0.3, n=300, seed=SEED,
+                keep_timelines=0, **kw):
     wl = Workload.single("math500", _traces("math500", mode))
     problems, times = sample_workload(wl, Arrivals.poisson(rate), n, seed)
     spec = FleetSpec(system_config("config1"), mode, drafts=pools[0], prms=pools[1],
                      targets=pools[2], **kw)
-    return simulate_fleet(spec, problems, times, check=True), problems
+    run = simulate_fleet(spec, problems, times, check=True, keep_timelines=keep_timelines)
+    return run, problems
 
 
 @pytest.mark.parametrize("mode", [Mode.HETEROREASON, Mode.T2, Mode.BASELINE])
@@ -79,6 +83,21 @@ def test_under_load_every_token_is_accounted_for_and_queues_obey_littles_law(mod
     for pool, total in waits.items():
         recorded = sum(d.wait_ms for d in run.devices if d.pool == pool)
         assert total == pytest.approx(recorded, rel=1e-9, abs=1e-6)
+
+
+@pytest.mark.parametrize("cap", [0, 1])
+def test_a_prefetch_cap_still_serves_every_problem(cap):
+    # a step's target run begins as a step-ahead prefetch; once the step is rejected it is what
+    # the problem waits for and runs whatever the cap (cap 0: no speculation at all)
+    run, problems = _loaded_run(pools=(8, 1, 1), rate=0.8, n=400, max_prefetch_items=cap,
+                                keep_timelines=400)
+    assert len(run.problems) == len(problems), f"seed {SEED}"
+    if cap == 0:
+        ran = [(tl.trace, iv) for tl in run.timelines for iv in tl.intervals
+               if iv.kind is JobKind.PREFETCH and iv.end_ms > iv.start_ms]
+        assert ran, "no target step ran"
+        assert all(trace.steps[iv.step].outcome is not Outcome.ACCEPT for trace, iv in ran), \
+            f"seed {SEED}"
 
 
 def test_load_stretches_latency_and_adds_queueing():
@@ -216,6 +235,7 @@ def test_arrival_trace_file(tmp_path):
     ({"targets": 1.5}, "targets must be an integer >= 1"),
     ({"draft_slots": 0}, "draft_slots"),
     ({"routing": "random"}, "unknown routing"),
+    ({"max_prefetch_items": -1}, "max_prefetch_items must be an integer >= 0 or None"),
 ])
 def test_bad_pools(kwargs, match):
     with pytest.raises(FleetError, match=match):
