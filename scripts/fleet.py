@@ -5,10 +5,11 @@
     python scripts/fleet.py sweep --rates 0.05 0.1 0.2 0.4 --out build/fleet --workers 2
     python scripts/fleet.py capacity --slo 60 --configs config1 config2 --out build/fleet
     python scripts/fleet.py compare --slo 60 --pools 4 1 1 --out build/fleet
+    python scripts/fleet.py costs --config config1      # the cost model and its sources
     python scripts/fleet.py size --slo 120 --drafts 1 2 4 8 --prms 1 2 --targets 1 2 --rate 0.2
 
-``simulate`` runs one fleet at one load (metrics, a CSV/JSON record, a Chrome trace of its first
-problems); ``sweep`` a latency-vs-load curve (CSV, JSON, PNG); ``capacity`` the highest arrival
+``simulate`` runs one fleet at one load (metrics, a CSV/JSON record, Chrome traces of its first
+problems and of every device over a window); ``sweep`` a latency-vs-load curve (CSV, JSON, PNG); ``capacity`` the highest arrival
 rate whose P99 meets the SLO for each configuration and dataset; ``compare`` HeteroReason pools
 against GPU-only (t2) pools at equal device count and at equal active power, and how much of the
 batch-1 speed-up survives at 50 % and 90 % of capacity; ``size`` the capacity of every pool size
@@ -31,8 +32,9 @@ from pathlib import Path
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
 from heteroreason.model.files import InputError, output_problem
+from heteroreason.model.fleet.cost import fit_per_item_ms, published_checks
 from heteroreason.model.fleet.devices import FleetError
-from heteroreason.model.fleet.engine import simulate_fleet
+from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.search import (
     CAPACITY_SPAN_SLOS,
@@ -48,8 +50,9 @@ from heteroreason.model.fleet.search import (
     speedup_points,
     speedup_rows,
 )
+from heteroreason.model.fleet.timeline import fleet_chrome_trace
 from heteroreason.model.fleet.workload import load_arrival_trace, sample_workload
-from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, Mode
+from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, Mode, system_config
 from heteroreason.model.system.simulate import chrome_trace
 from heteroreason.model.workload.bundled import BUNDLED_DIR
 
@@ -148,7 +151,9 @@ def cmd_simulate(args) -> int:
     arrivals = load_arrival_trace(args.arrivals) if args.arrivals else point.arrivals()
     problems, times = sample_workload(workload, arrivals, point.problems, point.seed)
     start = time.perf_counter()
-    run = simulate_fleet(spec, problems, times, keep_timelines=args.trace_problems)
+    window_ms = times[0] + 1e3 * args.trace_window
+    run = simulate_fleet(spec, problems, times, keep_timelines=args.trace_problems,
+                         record_until_ms=window_ms)
     elapsed = time.perf_counter() - start
     m = fleet_metrics(run, slo_ms=None if args.slo is None else 1e3 * args.slo)
     if args.arrivals:
@@ -166,7 +171,9 @@ def cmd_simulate(args) -> int:
         events += trace
     trace_path = args.out / "simulate.trace.json"
     trace_path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
-    print("wrote", *paths, trace_path)
+    devices_path = args.out / "simulate.devices.trace.json"
+    devices_path.write_text(json.dumps(fleet_chrome_trace(run, window_ms)))
+    print("wrote", *paths, trace_path, devices_path)
     return 0
 
 
@@ -250,6 +257,23 @@ def cmd_size(args) -> int:
     return 0
 
 
+def cmd_costs(args) -> int:
+    spec = FleetSpec(system_config(args.config), Mode.HETEROREASON)
+    for role in ("draft", "prm", "target"):
+        cost = spec.cost(role)
+        print(f"{role}: {cost.name}")
+        for key, source in cost.sources:
+            print(f"  {key:>18} = {getattr(cost, key):<12.6g} {source}")
+    target = spec.config.target
+    print(f"published checks of {target.name} batched (modelled / published):")
+    for check in published_checks(target):
+        print(f"  {check.what:<40} {check.modelled:9.3f} / {check.published:9.3f} {check.unit}"
+              f"  = {check.ratio:.2f}   [{check.source}]")
+    print(f"fitted per-item overhead: {fit_per_item_ms(target):.2f} ms (PER_ITEM_MS in use: "
+          f"{spec.per_item_ms:.2f} ms)")
+    return 0
+
+
 def _capacities(ex, args, points, stem) -> list[dict]:
     start = time.perf_counter()
     rows = capacities(ex, points, args.slo)
@@ -269,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arrivals", type=Path, default=None,
                    help="an arrival trace (one time in s per line) instead of --rate")
     p.add_argument("--trace-problems", type=_non_negative, default=5,
-                   help="problems in the Chrome trace")
+                   help="problems in the per-problem Chrome trace")
+    p.add_argument("--trace-window", type=_positive(float), default=120.0,
+                   help="seconds from the first arrival in the devices' Chrome trace")
     p.set_defaults(fn=cmd_simulate)
     p = sub.add_parser("sweep", help="latency against load")
     _options(p, rate=False)
@@ -286,6 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--slo", type=_positive(float), required=True, help="P99 SLO in s")
         _cluster_options(p)
         p.set_defaults(fn=fn)
+    p = sub.add_parser("costs", help="the batched cost model's coefficients, their sources "
+                                     "and its published checks")
+    p.add_argument("--config", choices=sorted(CONFIGS), default="config1")
+    p.add_argument("--out", type=Path, default=Path("build/fleet"))
+    p.set_defaults(fn=cmd_costs)
     p = sub.add_parser("size", help="capacity of every pool size of a grid; the frontier")
     _options(p, rate=False)
     p.add_argument("--slo", type=_positive(float), required=True, help="P99 SLO in s")

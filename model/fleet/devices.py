@@ -24,7 +24,7 @@ from heteroreason.model.fleet.cost import BatchCost
 from heteroreason.model.system.event_loop import EventLoop, Priority
 from heteroreason.model.timing.device_timing import LlmTiming
 
-__all__ = ["BatchedGpu", "ExclusiveDevice", "FleetError", "GpuWork", "Item"]
+__all__ = ["Activity", "BatchedGpu", "ExclusiveDevice", "FleetError", "GpuWork", "Item"]
 
 
 class FleetError(ValueError):
@@ -40,6 +40,21 @@ class GpuWork(NamedTuple):
     prefill: int | None
     decode: int
     kv: int
+
+
+class Activity(NamedTuple):
+    """A stretch of a device's work, for a timeline: a job of problem ``problem`` on a device
+    that serves one at a time (``items`` 1), or a GPU segment of ``iterations`` iterations of a
+    batch of ``items`` (``problem`` -1)."""
+
+    device: str
+    pool: str
+    start_ms: float
+    end_ms: float
+    what: str
+    items: int
+    iterations: int
+    problem: int
 
 
 class Item:
@@ -95,6 +110,14 @@ class _Device:
         self.wait_ms = 0.0
         self._queue_t = 0.0
         self._seq = 0
+        self.activity: list[Activity] | None = None  # recorded when a list (record_until)
+        self.record_until_ms = 0.0
+
+    def _log(self, start_ms: float, what: str, items: int, iterations: int,
+             problem: int) -> None:
+        if self.activity is not None and start_ms < self.record_until_ms:
+            self.activity.append(Activity(self.name, self.pool, start_ms, self.loop.now, what,
+                                          items, iterations, problem))
 
     def _queue_change(self, delta: int) -> None:
         now = self.loop.now
@@ -161,6 +184,8 @@ class ExclusiveDevice(_Device):
         item = self.current
         item.done_ms = item.work_ms
         self.busy_ms += self.loop.now - self._start_ms
+        if self.activity is not None:
+            self._log(self._start_ms, _job_name(item), 1, 1, item.owner.index)
         self._forget(item)
         self._advance()
         item.owner.completed(item)
@@ -178,6 +203,8 @@ class ExclusiveDevice(_Device):
         if item is self.current:
             item.done_ms = now - self._start_ms
             self.busy_ms += now - self._start_ms
+            if self.activity is not None:
+                self._log(self._start_ms, f"{_job_name(item)} (cut)", 1, 1, item.owner.index)
             self._token += 1
             self._forget(item)
             self._advance()
@@ -245,7 +272,7 @@ class BatchedGpu(_Device):
         if self.batch:
             self._priority = min(i.priority for i in self.batch)
         if not self.batch:
-            self._close_segment(self.loop.now)  # the iteration in flight served only it
+            self._close_segment(self.loop.now, 1)  # the iteration in flight served only it
             if not self._in_callbacks:
                 self._plan()
             return
@@ -387,9 +414,11 @@ class BatchedGpu(_Device):
             ms += frac * (self.cost.decode_floor_ms + self.cost.kv_token_ms * (item.kv + done + 1))
         return ms
 
-    def _close_segment(self, now: float) -> None:
-        _kind, start, k, _a, _g = self._seg
+    def _close_segment(self, now: float, items: int) -> None:
+        kind, start, k, _a, _g = self._seg
         self.busy_ms += now - start
+        if self.activity is not None:
+            self._log(start, kind, items, k, -1)
         self.iterations += k
         self._seg = None
         self._token += 1
@@ -418,7 +447,7 @@ class BatchedGpu(_Device):
                 item.decode_left -= k
             if item.prefill is None and item.decode_left == 0:
                 finished.append(item)
-        self._close_segment(self.loop.now)
+        self._close_segment(self.loop.now, len(self.batch))
         if finished:
             self.batch = [i for i in self.batch if i.prefill is not None or i.decode_left]
         for item in finished:
@@ -432,6 +461,11 @@ class BatchedGpu(_Device):
             self._in_callbacks = False
         if self._seg is None:
             self._plan()
+
+
+def _job_name(item: Item) -> str:
+    record = item.owner.running[item.resource]
+    return record.kind.value if record is not None else "job"
 
 
 def _rank(item: Item) -> tuple[bool, int]:

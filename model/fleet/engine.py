@@ -28,7 +28,7 @@ from heteroreason.model.fleet.cost import (
     BatchCost,
     batch_cost,
 )
-from heteroreason.model.fleet.devices import BatchedGpu, ExclusiveDevice, FleetError
+from heteroreason.model.fleet.devices import Activity, BatchedGpu, ExclusiveDevice, FleetError
 from heteroreason.model.fleet.lanes import lane_replay
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import Mode, SystemConfig
@@ -178,6 +178,7 @@ class FleetRun:
     end_ms: float
     events: int
     timelines: tuple[ProblemRun, ...] = field(default=())
+    activity: tuple[Activity, ...] = field(default=())
 
     @property
     def span_ms(self) -> float:
@@ -294,11 +295,12 @@ def _shift(iv, offset_ms: float):
 
 def simulate_fleet(spec: FleetSpec, problems: Sequence[ProblemTrace],
                    arrivals_ms: Sequence[float], *, check: bool = True,
-                   keep_timelines: int = 0) -> FleetRun:
+                   keep_timelines: int = 0, record_until_ms: float | None = None) -> FleetRun:
     """Run ``problems`` arriving at ``arrivals_ms`` (non-decreasing) through the fleet.
     ``check``: the batch-1 invariants on every problem's timeline (no resource of a problem busy
     twice at once, every accepted token accounted for); ``keep_timelines``: keep that many
-    problems' timelines (shifted to their arrival)."""
+    problems' timelines (shifted to their arrival); ``record_until_ms``: record every device's
+    work that starts before then (:class:`~heteroreason.model.fleet.devices.Activity`)."""
     if len(problems) != len(arrivals_ms):
         raise FleetError(f"{len(problems)} problems but {len(arrivals_ms)} arrival times")
     if not problems:
@@ -307,6 +309,10 @@ def simulate_fleet(spec: FleetSpec, problems: Sequence[ProblemTrace],
         if b < a:
             raise FleetError(f"arrival times must not decrease ({a} then {b})")
     fleet = _Fleet(spec, check=check, keep=keep_timelines)
+    devices = fleet.drafts + fleet.links + fleet.prms + fleet.targets
+    if record_until_ms is not None:
+        for d in devices:
+            d.activity, d.record_until_ms = [], record_until_ms
     checked: set[int] = set()  # a workload draws the same traces many times
     for i, (trace, t) in enumerate(zip(problems, arrivals_ms, strict=True)):
         if not math.isfinite(t) or t < 0:
@@ -327,8 +333,11 @@ def simulate_fleet(spec: FleetSpec, problems: Sequence[ProblemTrace],
         raise FleetError(f"{len(problems) - len(fleet.done)} problem(s) never finished "
                          "(a pool could not serve them)")
     done = tuple(sorted(fleet.done, key=lambda p: p.index))
+    activity = sorted((a for d in devices for a in d.activity or ()),
+                      key=lambda a: (a.start_ms, a.device))
     return FleetRun(spec, done, fleet.stats(), min(arrivals_ms),
-                    max(p.done_ms for p in done), fleet.loop.events, tuple(fleet.timelines))
+                    max(p.done_ms for p in done), fleet.loop.events, tuple(fleet.timelines),
+                    tuple(activity))
 
 
 def peak_scored_tokens(trace: ProblemTrace) -> int:

@@ -24,6 +24,12 @@ def test_simulate_writes_records_and_a_chrome_trace(tmp_path):
     assert record["problems"] == 40 and record["p99_s"] >= record["p50_s"] > 0
     trace = json.loads((tmp_path / "simulate.trace.json").read_text())
     assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+    devices = json.loads((tmp_path / "simulate.devices.trace.json").read_text())
+    slices = [e for e in devices["traceEvents"] if e["ph"] == "X"]
+    pools = {e["args"]["name"] for e in devices["traceEvents"] if e["name"] == "process_name"}
+    assert pools == {"draft", "link", "prm", "target", "problems"}
+    window_us = 1e3 * devices["otherData"]["window_ms"]
+    assert slices and all(e["ts"] < window_us for e in slices if e["pid"] != 5)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -77,3 +83,12 @@ def test_sweep_draws_one_curve_per_mode(tmp_path):
     assert [(row["mode"], row["rate_per_s"]) for row in rows] == [
         ("t2", 0.02), ("t2", 0.05), ("heteroreason", 0.02), ("heteroreason", 0.05)]
     assert all(row["goodput_per_s"] <= row["problems_per_s"] for row in rows)
+
+
+def test_costs_print_each_coefficient_with_its_source():
+    r = _run("costs", "--config", "config2")
+    assert r.returncode == 0, r.stderr
+    for role in ("draft: config2/draft", "prm: config2/prm", "target: config2/target"):
+        assert role in r.stdout
+    assert r.stdout.count("per_item_ms = 1.02") == 3
+    assert "req/s at batch 1 (held out)" in r.stdout and "fitted per-item overhead" in r.stdout

@@ -85,6 +85,26 @@ def test_under_load_every_token_is_accounted_for_and_queues_obey_littles_law(mod
         assert total == pytest.approx(recorded, rel=1e-9, abs=1e-6)
 
 
+@pytest.mark.parametrize("mode", [Mode.HETEROREASON, Mode.T2])
+def test_no_device_is_double_booked(mode):
+    wl = Workload.single("math500", _traces("math500", mode))
+    problems, times = sample_workload(wl, Arrivals.poisson(0.4), 200, SEED)
+    spec = FleetSpec(system_config("config1"), mode, drafts=3, prms=2, targets=2)
+    run = simulate_fleet(spec, problems, times, record_until_ms=float("inf"))
+    by_device = {}
+    for a in run.activity:
+        by_device.setdefault(a.device, []).append(a)
+    for d in run.devices:
+        spans = sorted(by_device.get(d.name, ()), key=lambda a: a.start_ms)
+        for a, b in itertools.pairwise(spans):
+            assert b.start_ms >= a.end_ms - 1e-9, (d.name, a, b, SEED)
+        # the recorded work is all the device was busy with
+        assert sum(a.end_ms - a.start_ms for a in spans) == pytest.approx(d.busy_ms, rel=1e-9)
+        if d.pool in ("prm", "target"):
+            assert all(1 <= a.items <= 256 for a in spans)
+    assert {a.pool for a in run.activity} == {"draft", "link", "prm", "target"}
+
+
 @pytest.mark.parametrize("cap", [0, 1])
 def test_a_prefetch_cap_still_serves_every_problem(cap):
     # a step's target run begins as a step-ahead prefetch; once the step is rejected it is what
