@@ -9,8 +9,8 @@
     python scripts/fleet.py size --slo 120 --drafts 1 2 4 8 --prms 1 2 --targets 1 2 --rate 0.2
 
 ``simulate`` runs one fleet at one load (metrics, a CSV/JSON record, Chrome traces of its first
-problems and of every device over a window); ``sweep`` a latency-vs-load curve (CSV, JSON, PNG); ``capacity`` the highest arrival
-rate whose P99 meets the SLO for each configuration and dataset; ``compare`` HeteroReason pools
+problems and of every device over a window); ``sweep`` latency against load (CSV, JSON, PNG);
+``capacity`` the highest arrival rate whose P99 meets the SLO for each configuration and dataset; ``compare`` HeteroReason pools
 against GPU-only (t2) pools at equal device count and at equal active power, and how much of the
 batch-1 speed-up survives at 50 % and 90 % of capacity; ``size`` the capacity of every pool size
 of a grid, the frontier of capacity against power, the pool ratio of the most goodput per kW and
