@@ -10,12 +10,13 @@
 
 ``simulate`` runs one fleet at one load (metrics, a CSV/JSON record, Chrome traces of its first
 problems and of every device over a window); ``sweep`` latency against load (CSV, JSON, PNG);
-``capacity`` the highest arrival rate whose P99 meets the SLO for each configuration and dataset; ``compare`` HeteroReason pools
-against GPU-only (t2) pools at equal device count and at equal active power, and how much of the
-batch-1 speed-up survives at 50 % and 90 % of capacity; ``size`` the capacity of every pool size
-of a grid, the frontier of capacity against power, the pool ratio of the most goodput per kW and
-(with ``--rate``) the least-power one that carries that load. Sweeps and searches
-run serially, on a local Dask cluster (``--workers N``) or an existing one (``--scheduler
+``capacity`` the highest arrival rate whose P99 meets the SLO for each configuration and dataset;
+``compare`` HeteroReason pools against GPU-only (t2) pools at equal device count and at equal
+active power, and how much of the batch-1 speed-up survives at 50 % and 90 % of capacity;
+``size`` the capacity of every pool size of a grid, the frontier of capacity against power, the
+pool ratio of the most goodput per kW and (with ``--rate``) the least-power one that carries that
+load; ``costs`` the batched cost model's coefficients with their sources. Sweeps and searches run
+serially, on a local Dask cluster (``--workers N``) or an existing one (``--scheduler
 tcp://HOST:PORT`` or ``$DASK_SCHEDULER_ADDRESS``); the results are the same. Bad input exits 2.
 """
 
