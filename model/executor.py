@@ -67,8 +67,11 @@ def executor(*, workers: int | None = None, scheduler: str | None = None) -> Ite
         finally:
             client.close()
         return
+    # no dashboard, and the scheduler's HTTP endpoint on a free port (its default, 8787, is
+    # taken when two local clusters run at once)
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
+                           dashboard_address=None,
+                           scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"})
     client = Client(cluster)
     try:
         yield _Dask(client)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from heteroreason.model.fleet.devices import GpuWork, Item
 from heteroreason.model.system.overlapped import OverlappedReplay
-from heteroreason.model.system.records import Job, JobKind, Record, Resource
+from heteroreason.model.system.records import JobKind, Record, Resource
 from heteroreason.model.system.sequential import SequentialReplay
 from heteroreason.model.timing.device_timing import LlmTiming
 
@@ -50,21 +50,21 @@ class _Lanes:
     def cost_ms(work) -> float:
         return work.ms if isinstance(work, GpuWork) else work
 
-    def _start(self, res: Resource, job: Job) -> None:
+    def _start(self, res: Resource, kind: JobKind, work, step: int, tokens: int,
+               priority, done, args: tuple, epoch: int) -> None:
         now = self.loop.now
         self.job_id += 1
-        work = job.duration_ms
         shaped = type(work) is GpuWork
         ms = work.ms if shaped else work
-        self.running[res] = Record(res, job.kind, now, now + ms, job.step, job.tokens, False,
-                                   self.job_id, job.epoch)
+        self.running[res] = Record(res, kind, now, now + ms, step, tokens, False, self.job_id,
+                                   epoch)
         device = self.devices.get(res) or self.fleet.route(self, res)
         gpu = device.batches
         if gpu and not shaped:
-            raise TypeError(f"a {job.kind} job reached GPU {device.name} without its shape")
-        speculative = job.kind is PREFETCH and getattr(self, "rejected", None) != job.step
-        item = Item(self, res, self.job_id, ms, job.priority, speculative, now,
-                    work if gpu else None, device, (job.done, job.args))
+            raise TypeError(f"a {kind} job reached GPU {device.name} without its shape")
+        speculative = kind is PREFETCH and getattr(self, "rejected", None) != step
+        item = Item(self, res, self.job_id, ms, priority, speculative, now,
+                    work if gpu else None, device, (done, args))
         self.items[res] = item
         if gpu:
             device.submit(item, work)

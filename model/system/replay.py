@@ -56,19 +56,20 @@ class Replay:
 
     def request(self, res: Resource, kind: JobKind, duration: float, step: int, tokens: int,
                 priority: Priority, done: Callable[..., None] | None = None, *args) -> None:
-        job = Job(kind, duration, step, tokens, priority, done, args, self.epoch)
         if self.running[res] is None:
-            self._start(res, job)
+            self._start(res, kind, duration, step, tokens, priority, done, args, self.epoch)
         else:
-            self.queues[res].append(job)
+            self.queues[res].append(Job(kind, duration, step, tokens, priority, done, args,
+                                        self.epoch))
 
-    def _start(self, res: Resource, job: Job) -> None:
+    def _start(self, res: Resource, kind: JobKind, duration, step: int, tokens: int,
+               priority: Priority, done, args: tuple, epoch: int) -> None:
+        """Start a job (the fields of :class:`Job`) on the free resource ``res``."""
         now = self.loop.now
         self.job_id += 1
-        self.running[res] = Record(res, job.kind, now, now + job.duration_ms, job.step,
-                                   job.tokens, False, self.job_id, job.epoch)
-        self.loop.at(now + job.duration_ms, job.priority, self._finish, res, self.job_id,
-                     job.done, job.args)
+        self.running[res] = Record(res, kind, now, now + duration, step, tokens, False,
+                                   self.job_id, epoch)
+        self.loop.at(now + duration, priority, self._finish, res, self.job_id, done, args)
 
     def _finish(self, res: Resource, job_id: int, done, args) -> None:
         record = self.running[res]
@@ -85,7 +86,7 @@ class Replay:
         while queue:
             job = queue.popleft()
             if job.epoch == self.epoch:
-                self._start(res, job)
+                self._start(res, *job)
                 return
             # a stale job (from before a backtrack) never starts
 
