@@ -23,6 +23,7 @@ from heteroreason.model.files import output_problem
 from heteroreason.model.workload.trace_import import import_artifact_file, import_token_log
 from heteroreason.model.workload.trace_synth import (
     MAX_GENERATED_PROBLEMS,
+    PRM_CONTEXT_TOKENS,
     PROFILES,
     TraceStats,
     generate_traces,
@@ -40,7 +41,8 @@ from heteroreason.model.workload.traces import (
 def cmd_generate(args) -> int:
     names = list(PROFILES) if args.dataset == "all" else [args.dataset]
     for name in names:
-        traces = generate_traces(PROFILES[name], seed=args.seed, problems=args.problems)
+        traces = generate_traces(PROFILES[name], seed=args.seed, problems=args.problems,
+                                 max_context_tokens=args.max_context)
         out = args.out / f"{name}.jsonl" if args.dataset == "all" else args.out
         count = dump_traces(traces, out)
         print(f"wrote {count} problems to {out} (dataset {name}, seed {args.seed})")
@@ -126,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seed", type=int, required=True)
     g.add_argument("--out", type=Path, required=True,
                    help="output file (a folder with --dataset all)")
+    g.add_argument("--max-context", type=int, default=PRM_CONTEXT_TOKENS,
+                   help="a problem ends before the first step whose context exceeds this "
+                        f"(default {PRM_CONTEXT_TOKENS}: the PRM's)")
     s = sub.add_parser("stats", help="summarize trace files per dataset")
     s.add_argument("files", nargs="+", type=Path)
     s.add_argument("--no-profile", dest="profile", action="store_false",
@@ -148,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             not 1 <= args.problems <= MAX_GENERATED_PROBLEMS:
         parser.error(f"--problems must be an integer in [1, {MAX_GENERATED_PROBLEMS:,}] (a set "
                      f"is generated in memory), not {args.problems}")
+    if getattr(args, "max_context", 1) < 1:
+        parser.error(f"--max-context must be a positive integer, not {args.max_context}")
     if getattr(args, "seed", 0) < 0:
         parser.error(f"--seed must be a non-negative integer, not {args.seed}")
     if getattr(args, "prompt_tokens", None) is not None and args.prompt_tokens < 1:

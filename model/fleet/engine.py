@@ -32,12 +32,14 @@ from heteroreason.model.fleet.devices import Activity, BatchedGpu, ExclusiveDevi
 from heteroreason.model.fleet.lanes import lane_replay
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.contexts import check_contexts
 from heteroreason.model.system.event_loop import EventLoop, Priority
 from heteroreason.model.system.records import ProblemRun, Resource
+from heteroreason.model.system.replay import ScheduleError
 from heteroreason.model.system.scheduler import check_timeline
 from heteroreason.model.timing.energy import DevicePower
 from heteroreason.model.timing.fpga.platform import BOARDS
-from heteroreason.model.workload.traces import Outcome, ProblemTrace, check_trace
+from heteroreason.model.workload.traces import ProblemTrace, check_trace
 
 __all__ = ["DeviceStats", "FleetProblem", "FleetRun", "FleetSpec", "Routing", "fpga_slots",
            "simulate_fleet"]
@@ -319,6 +321,10 @@ def simulate_fleet(spec: FleetSpec, problems: Sequence[ProblemTrace],
             raise FleetError(f"arrival time {t!r} of problem {i} must be finite and >= 0")
         if id(trace) not in checked:
             check_trace(trace)
+            try:
+                check_contexts(trace, spec.config, spec.mode)
+            except ScheduleError as exc:
+                raise FleetError(str(exc)) from None
             checked.add(id(trace))
     _check_capacity(fleet, problems)
 
@@ -340,32 +346,13 @@ def simulate_fleet(spec: FleetSpec, problems: Sequence[ProblemTrace],
                     tuple(activity))
 
 
-def peak_scored_tokens(trace: ProblemTrace) -> int:
-    """The longest context and step the PRM scores along ``trace``'s steps (the KV one scoring
-    call holds). The overlapped modes also score step-ahead drafts on a context that a
-    backtrack later undoes, which can be longer: for them this is a lower bound."""
-    chain: list[int] = []
-    ctx = peak = trace.prompt_tokens
-    for s in trace.steps:
-        peak = max(peak, ctx + s.draft_tokens, ctx + s.target_tokens)
-        if s.outcome is Outcome.ACCEPT:
-            chain.append(s.draft_tokens)
-        elif s.outcome is Outcome.RESCUE:
-            chain.append(s.target_tokens)
-        else:
-            del chain[len(chain) - s.backtrack_steps:]
-            ctx = trace.prompt_tokens + sum(chain)
-            peak = max(peak, ctx + s.regenerated_tokens)
-            if s.regenerated_tokens:
-                chain.append(s.regenerated_tokens)
-        ctx = trace.prompt_tokens + sum(chain)
-    return peak
-
-
 def _check_capacity(fleet: _Fleet, problems: Sequence[ProblemTrace]) -> None:
     """A problem whose scoring the PRM GPUs' KV caches cannot hold would never be served (a
     target call too large for its GPU's cache fails when it is submitted)."""
-    longest = max(peak_scored_tokens(p) for p in {id(p): p for p in problems}.values())
+    # the longest context and step the PRM scores along a trace's steps (the KV one scoring call
+    # holds); the overlapped modes also score step-ahead drafts on a context a backtrack later
+    # undoes, which can be longer: for them this is a lower bound
+    longest = max(max(p.step_contexts()) for p in {id(p): p for p in problems}.values())
     cost = fleet.prms[0].cost
     if longest > cost.kv_capacity_tokens:
         raise FleetError(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 
 from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.contexts import check_contexts
 from heteroreason.model.system.overlapped import PREFETCH_LIMIT_TOKENS, OverlappedReplay
 from heteroreason.model.system.records import (
     RESOURCES,
@@ -43,7 +44,8 @@ _EPS = 1e-9
 
 
 def simulate_problem(trace: ProblemTrace, config: SystemConfig, mode: Mode) -> ProblemRun:
-    """Replay one problem; raises :class:`ScheduleError` if the mode cannot replay it and
+    """Replay one problem; raises :class:`ScheduleError` if the mode cannot replay it (a
+    backtracking trace in a mode without, a step beyond a model's context) and
     :class:`~heteroreason.model.workload.traces.TraceError` if the trace is not one the loader
     would accept."""
     check_trace(trace)
@@ -51,6 +53,7 @@ def simulate_problem(trace: ProblemTrace, config: SystemConfig, mode: Mode) -> P
         raise ScheduleError(f"problem {trace.problem_id} ({trace.dataset}) has "
                             f"{trace.backtracks} backtrack(s): mode {mode.value} replays "
                             "traces without backtracking")
+    check_contexts(trace, config, mode)
     replay = OverlappedReplay if mode.overlapped else SequentialReplay
     run = replay(trace, config, mode).run()
     check_timeline(run)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.workload.traces import BRSD_POLICY, Policy, ProblemTrace, StepEvent
 
 __all__ = ["MAX_GENERATED_PROBLEMS", "PROFILES", "DatasetProfile", "TraceStats",
@@ -112,11 +113,22 @@ def _tokens(rng: np.random.Generator, n: int, mean: float, log_sd: float) -> np.
 MAX_GENERATED_PROBLEMS = 100_000
 
 
+# both configurations score with Qwen2.5-Math-PRM-7B, the shortest context of their models
+PRM_CONTEXT_TOKENS = qwen2_config("qwen2.5-math-prm-7b").max_context
+
+
 def generate_traces(prof: DatasetProfile, *, seed: int, problems: int | None = None,
-                    policy: Policy = BRSD_POLICY) -> list[ProblemTrace]:
-    """Synthetic traces for ``problems`` problems (the profile's count by default)."""
+                    policy: Policy = BRSD_POLICY,
+                    max_context_tokens: int = PRM_CONTEXT_TOKENS) -> list[ProblemTrace]:
+    """Synthetic traces for ``problems`` problems (the profile's count by default). A problem
+    ends before the first step whose context (:meth:`ProblemTrace.step_contexts`) exceeds
+    ``max_context_tokens``, as a run ends when the PRM can no longer score it."""
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+    if isinstance(max_context_tokens, bool) or not isinstance(max_context_tokens, int) or \
+            max_context_tokens < 1:
+        raise ValueError(f"max_context_tokens must be a positive integer, not "
+                         f"{max_context_tokens!r}")
     problems = prof.problems if problems is None else problems
     if isinstance(problems, bool) or not isinstance(problems, int) or \
             not 1 <= problems <= MAX_GENERATED_PROBLEMS:
@@ -176,9 +188,23 @@ def generate_traces(prof: DatasetProfile, *, seed: int, problems: int | None = N
                 t += 2
                 chain = chain - depth + 1
             d += 1
-        traces.append(ProblemTrace(prof.name, str(p), int(prompts[p]), tuple(steps), None,
-                                   policy))
+        trace = ProblemTrace(prof.name, str(p), int(prompts[p]), tuple(steps), None, policy)
+        traces.append(_within_context(trace, max_context_tokens))
     return traces
+
+
+def _within_context(trace: ProblemTrace, max_context_tokens: int) -> ProblemTrace:
+    """``trace`` up to its first step beyond ``max_context_tokens`` (every random draw of the
+    set is made before, so the other problems do not change)."""
+    needs = trace.step_contexts()
+    fits = next((k for k, need in enumerate(needs) if need > max_context_tokens), len(needs))
+    if fits == len(needs):
+        return trace
+    if fits == 0:
+        raise ValueError(f"problem {trace.problem_id} ({trace.dataset}): its prompt and first "
+                         f"step need {needs[0]} tokens, beyond max_context_tokens "
+                         f"{max_context_tokens}")
+    return replace(trace, steps=trace.steps[:fits])
 
 
 @dataclass(frozen=True)

@@ -142,15 +142,24 @@ class ProblemTrace:
         """Token counts of the steps that make up the final answer, in order."""
         chain: list[int] = []
         for step in self.steps:
-            if step.outcome == "accept":
-                chain.append(step.draft_tokens)
-            elif step.outcome == "rescue":
-                chain.append(step.target_tokens)
-            else:
-                del chain[len(chain) - step.backtrack_steps:]
-                if step.regenerated_tokens:
-                    chain.append(step.regenerated_tokens)
+            _extend(chain, step)
         return chain
+
+    def step_contexts(self) -> list[int]:
+        """The context each step needs, in tokens: the prompt and the validated chain before it
+        and the step's longest sequence on it — its draft (which the PRM scores with the
+        context), the target's step, or a backtrack's regeneration after the dropped steps."""
+        chain: list[int] = []
+        needs = []
+        for step in self.steps:
+            before = self.prompt_tokens + sum(chain)
+            need = before + max(step.draft_tokens, step.target_tokens)
+            if step.outcome == "backtrack" and step.regenerated_tokens:
+                kept = chain[:len(chain) - step.backtrack_steps]
+                need = max(need, self.prompt_tokens + sum(kept) + step.regenerated_tokens)
+            needs.append(need)
+            _extend(chain, step)
+        return needs
 
     @property
     def output_tokens(self) -> int:
@@ -165,6 +174,18 @@ class ProblemTrace:
     @property
     def backtracks(self) -> int:
         return sum(s.outcome == "backtrack" for s in self.steps)
+
+
+def _extend(chain: list[int], step: StepEvent) -> None:
+    """``chain`` (the validated steps' token counts) after ``step``."""
+    if step.outcome == "accept":
+        chain.append(step.draft_tokens)
+    elif step.outcome == "rescue":
+        chain.append(step.target_tokens)
+    else:
+        del chain[len(chain) - step.backtrack_steps:]
+        if step.regenerated_tokens:
+            chain.append(step.regenerated_tokens)
 
 
 _TOP_FIELDS = {"format", "dataset", "problem_id", "prompt_tokens", "correct", "policy", "steps"}

@@ -299,13 +299,17 @@ def test_an_unknown_top():
      "vocab"),
     ("timing_report.py", ["--top", "kvmu", "--ecp5", "--part", "12k"], "12k"),
     ("device_models.py", ["fit", "{profile}"], "profile.csv:2: column 'draft_calls'"),
+    # a valid trace whose prompt and first step need 4,090 + 10 tokens: beyond the PRM
+    ("reproduce.py", ["--traces", "{long}", "--no-plots", "--out", "{out}"],
+     "problem 7 (math500) step 0: needs 4100 tokens of context"),
 ])
 def test_a_program_exits_2_naming_the_problem(tmp_path, script, args, message):
     bad = write_lines(tmp_path / "bad.jsonl", broken(lambda o: o["steps"][0].update(
         draft_tokens=-1)))
+    long = write_lines(tmp_path / "long.jsonl", broken(lambda o: o.update(prompt_tokens=4090)))
     profile = tmp_path / "profile.csv"
     profile.write_text(HEADER + "\n" + profile_row(draft_calls="x") + "\n")
-    names = {"bad": bad, "out": tmp_path / "out", "profile": profile}
+    names = {"bad": bad, "long": long, "out": tmp_path / "out", "profile": profile}
     proc = run(script, *(a.format(**names) for a in args))
     assert proc.returncode == 2, proc.stderr
     assert message.format(**names) in proc.stderr, proc.stderr

@@ -313,8 +313,8 @@ def test_percentile_is_nearest_rank():
 
 
 @pytest.mark.parametrize("mode", [Mode.BASELINE, Mode.HETEROREASON])
-def test_peak_scored_tokens_is_what_the_prm_calls_hold(monkeypatch, mode):
-    from heteroreason.model.fleet import devices, engine
+def test_step_contexts_are_what_the_prm_calls_hold(monkeypatch, mode):
+    from heteroreason.model.fleet import devices
     seen = {}
     submit = devices.BatchedGpu.submit
 
@@ -328,6 +328,6 @@ def test_peak_scored_tokens_is_what_the_prm_calls_hold(monkeypatch, mode):
     simulate_fleet(FleetSpec(system_config("config1"), mode), traces,
                    [k * 1e7 for k in range(len(traces))])
     for k, trace in enumerate(traces):
-        peak = engine.peak_scored_tokens(trace)
+        peak = max(trace.step_contexts())
         # sequential modes score exactly the trace's steps; overlapped ones also speculate
         assert peak == seen[k] if mode is Mode.BASELINE else peak <= seen[k], trace.problem_id

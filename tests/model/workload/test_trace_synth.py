@@ -76,3 +76,21 @@ def test_bundled_traces_are_what_the_generator_makes(tmp_path, name):
     dump_traces(traces, tmp_path / "again.jsonl")
     assert filecmp.cmp(tmp_path / "again.jsonl", bundled_path(name), shallow=False)
     assert load_bundled(name) == traces
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_no_generated_step_exceeds_the_context_and_only_long_problems_are_cut(name):
+    prof = PROFILES[name]
+    cut = generate_traces(prof, seed=3)
+    whole = generate_traces(prof, seed=3, max_context_tokens=10**6)
+    assert max(max(t.step_contexts()) for t in cut) <= 4096
+    for c, w in zip(cut, whole, strict=True):
+        if max(w.step_contexts()) <= 4096:
+            assert c == w
+        else:  # ended before its first step beyond the context, the rest of it as it was
+            assert c.steps == w.steps[:len(c.steps)]
+            assert w.step_contexts()[len(c.steps)] > 4096
+    with pytest.raises(ValueError, match="max_context_tokens must be a positive integer"):
+        generate_traces(prof, seed=3, max_context_tokens=0)
+    with pytest.raises(ValueError, match="its prompt and first step need"):
+        generate_traces(prof, seed=3, problems=5, max_context_tokens=10)
