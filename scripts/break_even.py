@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.monotonic()
     try:
+        # the boards' calibrated figures first: a stale calibration is refused before any work
+        marks = None if args.no_plot else {c: draft_marks(c) for c in args.configs}
         sets = bundled_sets() if args.traces is None else \
             load_trace_sets(args.traces, prompt_tokens=args.prompt_tokens)
         rows, panels = break_even_table(
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(BreakEven.HEADER, [r.cells() for r in rows]))
     if not args.no_plot:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        plot_break_even(panels, {c: draft_marks(c) for c in args.configs}, args.out)
+        plot_break_even(panels, marks, args.out)
         print(f"wrote {args.out}")
     print(f"in {time.monotonic() - start:.1f} s")
     return 0
