@@ -24,7 +24,11 @@ from heteroreason.rtl.decoder.sampler import ArgmaxSampler
 from heteroreason.rtl.decoder.sequencer import Port, Sequencer, Units
 from heteroreason.rtl.decoder.swiglu import SwiGlu
 
-__all__ = ["KV_PORTS", "PARAM_LAYOUT", "DecoderCore"]
+__all__ = ["BUFFER_OUTPUT_LATENCY", "KV_PORTS", "PARAM_LAYOUT", "TOKEN_START_LATENCY",
+           "DecoderCore"]
+
+BUFFER_OUTPUT_LATENCY = 1  # the prefetch buffers' output register: buffer head -> an operator
+TOKEN_START_LATENCY = 1  # a token taken -> its first operator's first cycle
 
 KV_PORTS = ("kv_store", "k_req", "v_req", "k_rows", "v_rows")
 PARAM_LAYOUT = data.StructLayout({"value": signed(32), "mult": unsigned(31), "shift": unsigned(6)})
@@ -48,7 +52,9 @@ class DecoderCore(wiring.Component):
     The weight stream is ``stream_bytes`` wide; a gearbox packs ``lanes // stream_bytes``
     stream beats into one matrix-vector beat, so with ``lanes > stream_bytes`` the
     matrix-vector unit drains the buffer faster than memory fills it and the stream never waits
-    on compute once the buffer covers the longest stretch without a matrix-vector product.
+    on compute once the buffer covers the longest stretch without a matrix-vector product. Both
+    buffers are read through an output register (:data:`BUFFER_OUTPUT_LATENCY`): nothing waits
+    behind a block RAM's clock-to-output in the cycle it reads.
 
     Activations live in one on-chip scratchpad of ``vector_width`` 16-bit elements a row,
     read synchronously through read-ahead row readers and written through a register
@@ -89,7 +95,9 @@ class DecoderCore(wiring.Component):
     Latency
     -------
     A token takes the cycles of :meth:`heteroreason.model.timing.fpga.core_cycles.CoreTiming.
-    token_cycles` (calibrated against this RTL within 2 %).
+    token_cycles` (calibrated against this RTL within 2 %), its first operator starting
+    :data:`TOKEN_START_LATENCY` cycle after the token is taken (the handshake reaches only the
+    token's registers; the sequencer starts from them).
     """
 
     def __init__(self, *, model: QuantizedModel, params: DecoderParams):
@@ -195,12 +203,17 @@ class DecoderCore(wiring.Component):
         weights = self._weight_path(m, running)
         params = self._param_path(m)
         seq = Sequencer(m, self._model, self._params, units, token, weights, params)
+        # the sequencer starts the cycle after a token is taken (TOKEN_START_LATENCY): the
+        # handshake's valid, which comes a long way, reaches only the token's registers
+        taken = Signal()
+        m.d.sync += taken.eq(start_token)
         with m.If(start_token):
             m.d.sync += [token.eq(self.token.payload), running.eq(1)]
+        with m.If(taken):
             seq.reset()
 
         lm_head = lm_head_pc()
-        with m.If(running), m.Switch(seq.pc):
+        with m.If(running & ~taken), m.Switch(seq.pc):
             for pc, op in enumerate(OPERATORS):
                 with m.Case(pc):
                     if pc == lm_head:
@@ -260,9 +273,8 @@ class DecoderCore(wiring.Component):
                              part.eq(part + 1)]
                 with m.If(equals(part, ratio - 1)):
                     m.d.sync += [part.eq(0), full.eq(1)]
-        port = Port(wbuf.r_rdy, Signal(), Signal(data.ArrayLayout(signed(8), lanes)))
-        m.d.comb += [port.data.eq(wbuf.r_data), wbuf.r_en.eq(port.ready),
-                     self.weight_wait.eq(running & port.ready & ~port.valid),
+        port = _output_register(m, wbuf, data.ArrayLayout(signed(8), lanes), "wbuf_out")
+        m.d.comb += [self.weight_wait.eq(running & port.ready & ~port.valid),
                      self.buffer_full.eq(self.wdata.valid & ~self.wdata.ready)]
         return port
 
@@ -271,8 +283,22 @@ class DecoderCore(wiring.Component):
                                                         depth=self._params.param_buffer)
         m.d.comb += [pbuf.w_data.eq(self.pdata.payload), pbuf.w_en.eq(self.pdata.valid),
                      self.pdata.ready.eq(pbuf.w_rdy)]
-        port = Port(pbuf.r_rdy, Signal(), Signal(PARAM_LAYOUT))
-        m.d.comb += [port.data.eq(pbuf.r_data), pbuf.r_en.eq(port.ready)]
-        return port
+        return _output_register(m, pbuf, PARAM_LAYOUT, "pbuf_out")
+
+
+def _output_register(m, buffer, shape, name: str) -> Port:
+    """``buffer``'s read side through a register (:data:`BUFFER_OUTPUT_LATENCY` cycle): a block
+    RAM's clock-to-output leaves no time for logic behind it in the same cycle. Full
+    throughput: the register takes the buffer's head whenever it is empty or being taken."""
+    valid = Signal(name=f"{name}_valid")
+    payload = Signal(shape, name=f"{name}_data")
+    port = Port(valid, Signal(name=f"{name}_ready"), payload)
+    take = ~valid | port.ready
+    m.d.comb += buffer.r_en.eq(take)
+    with m.If(take):
+        m.d.sync += valid.eq(buffer.r_rdy)
+        with m.If(buffer.r_rdy):
+            m.d.sync += payload.eq(buffer.r_data)
+    return port
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields, replace
 
 from heteroreason.model.numerics.qwen2_config import Qwen2Config
 from heteroreason.rtl.decoder.attention import job_cycles as attention_job_cycles
+from heteroreason.rtl.decoder.core import BUFFER_OUTPUT_LATENCY, TOKEN_START_LATENCY
 from heteroreason.rtl.decoder.mvu import result_latency
 from heteroreason.rtl.decoder.operators import Operator, Sink, Unit, token_operators
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -143,11 +144,12 @@ class CoreTiming:
         r = p.ratio
         cap = p.weight_buffer * r  # stream beats the buffer holds
         total = self.weight_stream_beats(keep_logits=keep_logits)
-        first = self.memory_latency_cycles + r + o.first_beat  # the first stream beat
+        # the first stream beat, through the gearbox and the buffer's output register
+        first = self.memory_latency_cycles + r + BUFFER_OUTPUT_LATENCY + o.first_beat
         # the matrix-vector unit's pipeline: its last result leaves this long after the last
         # beat (the operator waits for it), one cycle of which the beat count already holds
         drain = result_latency(p.lanes) - 1
-        t = 0.0
+        t = float(TOKEN_START_LATENCY)  # the first operator starts a cycle after the token
         delivered = consumed = 0.0  # stream beats
 
         def stream(until: float) -> None:
