@@ -53,7 +53,7 @@ def bench(preset: str, params: DecoderParams, contexts: list[int], *, latency: i
     print(f"waves: {run.waves}", file=sys.stderr)
     per_token = []
     for token in core_activity(run.waves):
-        per_op: dict[str, int] = {}
+        per_op: dict[str, int] = {"start": token.start_cycles} if token.start_cycles else {}
         for pc, _, _, cycles in token.operators:
             per_op[operator_name(pc)] = per_op.get(operator_name(pc), 0) + cycles
         per_token.append(per_op)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from vcdvcd import VCDVCD
 
+from heteroreason.rtl.decoder.core import TOKEN_START_LATENCY
 from heteroreason.rtl.decoder.operators import OPERATORS
 
 __all__ = ["TokenActivity", "core_activity", "operator_name"]
@@ -29,6 +30,8 @@ class TokenActivity:
     stream_beats: int = 0
     weight_wait: int = 0
     buffer_full: int = 0
+    # busy cycles before the first operator (the sequencer starts from the token's registers)
+    start_cycles: int = 0
     # (pc, layer, first cycle, cycles) per operator run: name them with operator_name(pc)
     operators: list[tuple[int, int, int, int]] = field(default_factory=list)
 
@@ -83,6 +86,9 @@ def core_activity(vcd_path: Path | str, *, top: str = "decoder_core") -> list[To
         current.stream_beats += sig["wdata__valid"].at(before) & sig["wdata__ready"].at(before)
         current.weight_wait += sig["weight_wait"].at(before)
         current.buffer_full += sig["buffer_full"].at(before)
+        if current.start_cycles < TOKEN_START_LATENCY:  # the sequencer is not started yet
+            current.start_cycles += 1
+            continue
         key = (sig["pc"].at(before), sig["layer"].at(before))
         if op is None or (op[0], op[1]) != key:
             op = [key[0], key[1], cycle, 0]

@@ -3,6 +3,7 @@
 import pytest
 from vcdvcd import VCDVCD
 
+from heteroreason.rtl.decoder.core import TOKEN_START_LATENCY
 from heteroreason.rtl.decoder.operators import LAYER_OPERATORS
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.sim.measure.cycles import measure_token_cycles
@@ -44,7 +45,8 @@ def test_decoder_waveform_agrees_with_the_counters():
         # the operators of the table, then the sequencer's one end cycle
         assert [operator_name(o[0]) for o in wave.operators] == expected
         assert wave.operators[-1][3] == 1
-        assert sum(o[3] for o in wave.operators) == wave.busy_cycles
+        assert wave.start_cycles == TOKEN_START_LATENCY
+        assert sum(o[3] for o in wave.operators) + wave.start_cycles == wave.busy_cycles
     assert len(offsets) == 1 and 0 <= offsets.pop() <= 3
     # attention grows with the context, the matrix-vector operators do not
     attention = [sum(o[3] for o in t.operators if operator_name(o[0]) == "attention")
