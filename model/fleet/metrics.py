@@ -44,7 +44,7 @@ class FleetMetrics:
     slo_attainment: float | None
     utilization: dict[str, float]
     energy_j_per_problem: float
-    energy_j_per_output_token: float
+    energy_j_per_output_token: float | None  # None: no problem kept a token (every chain empty)
     average_power_w: float
 
     def as_dict(self) -> dict:
@@ -83,5 +83,5 @@ def fleet_metrics(run: FleetRun, *, slo_ms: float | None = None) -> FleetMetrics
         slo_attainment=None if met is None else met / n,
         utilization={k: sum(v) / len(v) for k, v in sorted(pools.items())},
         energy_j_per_problem=energy_j / n,
-        energy_j_per_output_token=energy_j / output if output else math.inf,
+        energy_j_per_output_token=energy_j / output if output else None,
         average_power_w=energy_j / (1e-3 * span_ms))

@@ -95,3 +95,22 @@ def test_speedup_rows_divide_the_latencies():
     assert [r["speedup_p50"] for r in rows] == [1.25, 1.1]
     assert rows[1]["retained_of_batch1"] == pytest.approx(0.8)
     assert rows[0]["fleet"] == "2:1:1" and rows[0]["baseline"] == "t2 2:1:1"
+
+
+def test_a_fleet_of_empty_chains_has_defined_metrics():
+    import json
+
+    from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
+    from heteroreason.model.fleet.metrics import fleet_metrics
+    from heteroreason.model.system.config import Mode, system_config
+    from heteroreason.model.workload.traces import ProblemTrace, StepEvent
+
+    # an accepted step, then a backtrack over it that regenerates nothing: the chain ends empty
+    empty = ProblemTrace("hand", "e", 100, (StepEvent("accept", 10), StepEvent(
+        "backtrack", 5, 6, backtrack_steps=1, regenerated_tokens=0)))
+    run = simulate_fleet(FleetSpec(system_config("config1"), Mode.HETEROREASON), [empty] * 3,
+                         [0.0, 1.0, 2.0])
+    m = fleet_metrics(run, slo_ms=1e6)
+    assert m.output_tokens_per_s == 0 and m.energy_j_per_output_token is None
+    assert m.energy_j_per_problem > 0 and m.goodput_per_s == m.problems_per_s
+    json.dumps(m.as_dict(), allow_nan=False)  # every figure is valid JSON
