@@ -102,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.slo > 0:
         parser.error(f"--slo must be > 0, not {args.slo}")
     if args.searches:
-        return searches(args.workers, args.search_problems, args.slo)
+        try:
+            return searches(args.workers, args.search_problems, args.slo)
+        except RuntimeError as exc:  # no Dask, or its cluster would not start
+            print(f"bench_fleet: error: {exc}", file=sys.stderr)
+            return 2
     return throughput(args.problems, args.seed)
 
 

@@ -92,3 +92,15 @@ def test_costs_print_each_coefficient_with_its_source():
         assert role in r.stdout
     assert r.stdout.count("per_item_ms = 1.02") == 3
     assert "req/s at batch 1 (held out)" in r.stdout and "fitted per-item overhead" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--problems", "0"], "--problems must be at least 1, not 0"),
+    (["--searches", "--workers", "0"], "--workers must be at least 1, not 0"),
+    (["--seed", "-3"], "--seed must be a non-negative integer, not -3"),
+    (["--searches", "--slo", "0"], "--slo must be > 0, not 0.0"),
+])
+def test_the_benchmark_refuses_bad_options(args, message):
+    bench = SCRIPT.parent / "bench_fleet.py"
+    r = subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
