@@ -129,19 +129,13 @@ class _Device:
         self._seq += 1
         item.seq = self._seq
         self.outstanding_ms += item.work_ms
-        now = self.loop.now
-        self.queue_area_ms += self.queued * (now - self._queue_t)
-        self._queue_t = now
-        self.queued += 1
+        self._queue_change(+1)
 
     def _serve(self, item: Item) -> None:
         if not item.started:
             item.started = True
-            now = self.loop.now
-            self.queue_area_ms += self.queued * (now - self._queue_t)
-            self._queue_t = now
-            self.queued -= 1
-            self.wait_ms += now - item.submit_ms
+            self._queue_change(-1)
+            self.wait_ms += self.loop.now - item.submit_ms
             self.items_served += 1
             item.owner.started(item)
 
@@ -427,7 +421,6 @@ class BatchedGpu(_Device):
         if token != self._token:
             return
         kind, _start, k, _a, _g = self._seg
-        floor, kv_ms, half = self.cost.decode_floor_ms, self.cost.kv_token_ms, k * (k - 1) / 2
         finished = []
         for item in self.batch:
             if kind == "foreign":
@@ -442,7 +435,7 @@ class BatchedGpu(_Device):
                     item.decode_left -= 1
                     item.call_pending = False
             else:
-                item.done_ms += k * floor + kv_ms * (k * (item.kv + 1) + half)
+                item.done_ms += self._run_own_ms(item, k)
                 item.kv += k
                 item.decode_left -= k
             if item.prefill is None and item.decode_left == 0:
