@@ -26,7 +26,7 @@ from heteroreason.model.workload.trace_synth import (
     PRM_CONTEXT_TOKENS,
     PROFILES,
     TraceStats,
-    generate_traces,
+    iter_traces,
     trace_stats,
 )
 from heteroreason.model.workload.traces import (
@@ -39,13 +39,28 @@ from heteroreason.model.workload.traces import (
 
 
 def cmd_generate(args) -> int:
+    """Each dataset's traces written as they are made, into a file renamed once all are done
+    (an error leaves no output)."""
     names = list(PROFILES) if args.dataset == "all" else [args.dataset]
+    outs = {name: args.out / f"{name}.jsonl" if args.dataset == "all" else args.out
+            for name in names}
+    partial = {name: out.with_name(f".{out.name}.generating") for name, out in outs.items()}
+    counts = {}
+    try:
+        for name in names:
+            counts[name] = dump_traces(
+                iter_traces(PROFILES[name], seed=args.seed, problems=args.problems,
+                            max_context_tokens=args.max_context), partial[name])
+        for name in names:
+            partial[name].replace(outs[name])
+    except ValueError as exc:
+        print(f"traces: error: dataset {name}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for path in partial.values():
+            path.unlink(missing_ok=True)
     for name in names:
-        traces = generate_traces(PROFILES[name], seed=args.seed, problems=args.problems,
-                                 max_context_tokens=args.max_context)
-        out = args.out / f"{name}.jsonl" if args.dataset == "all" else args.out
-        count = dump_traces(traces, out)
-        print(f"wrote {count} problems to {out} (dataset {name}, seed {args.seed})")
+        print(f"wrote {counts[name]} problems to {outs[name]} (dataset {name}, seed {args.seed})")
     return 0
 
 
@@ -151,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "problems", None) is not None and \
             not 1 <= args.problems <= MAX_GENERATED_PROBLEMS:
-        parser.error(f"--problems must be an integer in [1, {MAX_GENERATED_PROBLEMS:,}] (a set "
-                     f"is generated in memory), not {args.problems}")
+        parser.error(f"--problems must be an integer in [1, {MAX_GENERATED_PROBLEMS:,}], "
+                     f"not {args.problems}")
     if getattr(args, "max_context", 1) < 1:
         parser.error(f"--max-context must be a positive integer, not {args.max_context}")
     if getattr(args, "seed", 0) < 0:

@@ -21,14 +21,15 @@ Hidden latency: busy time of all resources minus the latency (work that overlapp
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from heteroreason.model.system.config import SystemConfig
 from heteroreason.model.system.records import RESOURCES, JobKind, ProblemRun, Resource
 from heteroreason.model.timing.energy import device_energy_j
 
-__all__ = ["DatasetMetrics", "ProblemMetrics", "dataset_metrics", "problem_metrics"]
+__all__ = ["DatasetMetrics", "MetricsTotals", "ProblemMetrics", "dataset_metrics",
+           "problem_metrics"]
 
 
 @dataclass(frozen=True)
@@ -128,32 +129,58 @@ def _per(total: float, count: float) -> float:
     return math.inf if total else 0.0
 
 
-def dataset_metrics(metrics: Sequence[ProblemMetrics]) -> DatasetMetrics:
-    """Aggregates over complete replays only (callers never pass partial ones). A set whose
-    chains all end empty (a legal result: every kept step undone by a backtrack) has goodput 0
-    and infinite energy per output token."""
-    if not metrics:
-        raise ValueError("no replayed problems to aggregate")
-    n = len(metrics)
-    latency = sum(m.latency_ms for m in metrics)
-    output = sum(m.output_tokens for m in metrics)
-    drafted = sum(m.drafted_tokens for m in metrics)
-    steps = sum(m.steps for m in metrics)
-    energy_device = sum(m.energy_device_j for m in metrics)
-    return DatasetMetrics(
-        problems=n,
-        latency_s=latency / n / 1e3,
-        goodput_tokens_s=1e3 * output / latency,
-        throughput_tokens_s=1e3 * drafted / latency,
-        j_per_token_system=_per(sum(m.energy_system_j for m in metrics), drafted),
-        j_per_output_token_device=_per(energy_device, output),
-        stall_share=sum(m.stall_ms for m in metrics) / latency,
-        stalled_step_share=_per(sum(m.stalled_steps for m in metrics), steps),
-        comm_share=sum(m.busy_ms["link"] for m in metrics) / latency,
-        wasted_draft_tokens=sum(m.wasted_draft_tokens for m in metrics) / n,
-        wasted_target_tokens=sum(m.wasted_target_tokens for m in metrics) / n,
-        wasted_energy_share=_per(sum(m.wasted_energy_j for m in metrics), energy_device),
-        hidden_s=sum(m.hidden_ms for m in metrics) / n / 1e3,
-        utilization={r: sum(m.busy_ms[r] for m in metrics) / latency
-                     for r in ("draft", "prm", "target")},
-    )
+class MetricsTotals:
+    """The running sums :func:`dataset_metrics` aggregates, one problem at a time (a set's
+    metrics in memory that does not grow with the set; the sums are taken in the order of
+    the problems, as ``sum`` would, so the figures are the same to the bit)."""
+
+    _SUMS = ("latency_ms", "output_tokens", "drafted_tokens", "steps", "energy_device_j",
+             "energy_system_j", "stall_ms", "stalled_steps", "wasted_draft_tokens",
+             "wasted_target_tokens", "wasted_energy_j", "hidden_ms")
+    _BUSY = ("link", "draft", "prm", "target")
+
+    def __init__(self):
+        self.problems = 0
+        self._sums = dict.fromkeys(self._SUMS, 0)
+        self._busy = dict.fromkeys(self._BUSY, 0)
+
+    def add(self, m: ProblemMetrics) -> None:
+        self.problems += 1
+        sums, busy = self._sums, self._busy
+        for name in self._SUMS:
+            sums[name] += getattr(m, name)
+        for name in self._BUSY:
+            busy[name] += m.busy_ms[name]
+
+    def summary(self) -> DatasetMetrics:
+        """Aggregates over complete replays only (callers never add partial ones). A set whose
+        chains all end empty (a legal result: every kept step undone by a backtrack) has
+        goodput 0 and infinite energy per output token."""
+        if not self.problems:
+            raise ValueError("no replayed problems to aggregate")
+        n, s, busy = self.problems, self._sums, self._busy
+        latency, drafted = s["latency_ms"], s["drafted_tokens"]
+        return DatasetMetrics(
+            problems=n,
+            latency_s=latency / n / 1e3,
+            goodput_tokens_s=1e3 * s["output_tokens"] / latency,
+            throughput_tokens_s=1e3 * drafted / latency,
+            j_per_token_system=_per(s["energy_system_j"], drafted),
+            j_per_output_token_device=_per(s["energy_device_j"], s["output_tokens"]),
+            stall_share=s["stall_ms"] / latency,
+            stalled_step_share=_per(s["stalled_steps"], s["steps"]),
+            comm_share=busy["link"] / latency,
+            wasted_draft_tokens=s["wasted_draft_tokens"] / n,
+            wasted_target_tokens=s["wasted_target_tokens"] / n,
+            wasted_energy_share=_per(s["wasted_energy_j"], s["energy_device_j"]),
+            hidden_s=s["hidden_ms"] / n / 1e3,
+            utilization={r: busy[r] / latency for r in ("draft", "prm", "target")},
+        )
+
+
+def dataset_metrics(metrics: Iterable[ProblemMetrics]) -> DatasetMetrics:
+    """:meth:`MetricsTotals.summary` over ``metrics``."""
+    totals = MetricsTotals()
+    for m in metrics:
+        totals.add(m)
+    return totals.summary()

@@ -15,8 +15,8 @@ from pathlib import Path
 from heteroreason.model.system.config import Mode, SystemConfig, system_config
 from heteroreason.model.system.metrics import (
     DatasetMetrics,
+    MetricsTotals,
     ProblemMetrics,
-    dataset_metrics,
     problem_metrics,
 )
 from heteroreason.model.system.records import RESOURCES, ProblemRun
@@ -38,9 +38,10 @@ class SimulationResult:
 def simulate(traces: Sequence[ProblemTrace], config: SystemConfig | str,
              mode: Mode | str, *, keep_runs: bool | int = True) -> SimulationResult:
     """Replay every trace; any problem the mode cannot replay stops the whole run (no metric
-    is ever computed from a partial replay). ``keep_runs``: keep every problem's timeline
-    (True), none (False: ``runs`` is empty) or the first ``keep_runs``; the per-problem metrics
-    are always kept, so without timelines memory grows by a few hundred bytes a problem."""
+    is ever computed from a partial replay). ``keep_runs``: keep every problem's timeline and
+    metrics (True), none (False: ``runs`` and ``metrics`` are empty) or the first
+    ``keep_runs``; the set's summary is summed as the problems are replayed, so without
+    timelines memory does not grow with the number of problems."""
     if isinstance(config, str):
         config = system_config(config)
     if isinstance(mode, str):
@@ -48,13 +49,15 @@ def simulate(traces: Sequence[ProblemTrace], config: SystemConfig | str,
     if not traces:
         raise ValueError("no traces to simulate")
     limit = len(traces) if keep_runs is True else int(keep_runs)
-    runs, metrics = [], []
+    runs, metrics, totals = [], [], MetricsTotals()
     for trace in traces:
         run = simulate_problem(trace, config, mode)
-        metrics.append(problem_metrics(run))
+        problem = problem_metrics(run)
+        totals.add(problem)
         if len(runs) < limit:
             runs.append(run)
-    return SimulationResult(config, mode, tuple(runs), tuple(metrics), dataset_metrics(metrics))
+            metrics.append(problem)
+    return SimulationResult(config, mode, tuple(runs), tuple(metrics), totals.summary())
 
 
 def simulate_file(path: Path | str, *, config: str = "config1", mode: str = "heteroreason",

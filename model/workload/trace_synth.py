@@ -13,7 +13,7 @@ the accepted steps there are and the policy's depth.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,7 +22,7 @@ from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.workload.traces import BRSD_POLICY, Policy, ProblemTrace, StepEvent
 
 __all__ = ["MAX_GENERATED_PROBLEMS", "PROFILES", "DatasetProfile", "TraceStats",
-           "generate_traces", "profile", "trace_stats"]
+           "generate_traces", "iter_traces", "profile", "trace_stats"]
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,12 @@ def _tokens(rng: np.random.Generator, n: int, mean: float, log_sd: float) -> np.
     return values
 
 
-# a set's totals are fixed before they are split, so a set is made in memory: about 3 kB a
-# problem (6 kB at the peak), 600 MB at this bound (tracemalloc, OlympiadBench)
-MAX_GENERATED_PROBLEMS = 100_000
+# a set's totals are fixed before they are split, so its draws are made set-wide, into flat
+# arrays of a few bytes a step (about 0.25 kB a problem at the peak); the problems are then
+# built and yielded one at a time (scripts/bench_traces.py measures the peak)
+MAX_GENERATED_PROBLEMS = 1_000_000
+
+ACCEPT, RESCUE, BACKTRACK = 0, 1, 2
 
 
 # both configurations score with Qwen2.5-Math-PRM-7B, the shortest context of their models
@@ -120,9 +123,19 @@ PRM_CONTEXT_TOKENS = qwen2_config("qwen2.5-math-prm-7b").max_context
 def generate_traces(prof: DatasetProfile, *, seed: int, problems: int | None = None,
                     policy: Policy = BRSD_POLICY,
                     max_context_tokens: int = PRM_CONTEXT_TOKENS) -> list[ProblemTrace]:
-    """Synthetic traces for ``problems`` problems (the profile's count by default). A problem
-    ends before the first step whose context (:meth:`ProblemTrace.step_contexts`) exceeds
-    ``max_context_tokens``, as a run ends when the PRM can no longer score it."""
+    """Synthetic traces for ``problems`` problems (the profile's count by default), as a list
+    (:func:`iter_traces` yields the same traces one at a time)."""
+    return list(iter_traces(prof, seed=seed, problems=problems, policy=policy,
+                            max_context_tokens=max_context_tokens))
+
+
+def iter_traces(prof: DatasetProfile, *, seed: int, problems: int | None = None,
+                policy: Policy = BRSD_POLICY,
+                max_context_tokens: int = PRM_CONTEXT_TOKENS) -> Iterator[ProblemTrace]:
+    """Synthetic traces for ``problems`` problems (the profile's count by default), yielded in
+    problem order. A problem ends before the first step whose context
+    (:meth:`ProblemTrace.step_contexts`) exceeds ``max_context_tokens``, as a run ends when the
+    PRM can no longer score it. The arguments are checked before the first trace is made."""
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
     if isinstance(max_context_tokens, bool) or not isinstance(max_context_tokens, int) or \
@@ -132,8 +145,45 @@ def generate_traces(prof: DatasetProfile, *, seed: int, problems: int | None = N
     problems = prof.problems if problems is None else problems
     if isinstance(problems, bool) or not isinstance(problems, int) or \
             not 1 <= problems <= MAX_GENERATED_PROBLEMS:
-        raise ValueError(f"problems must be an integer in [1, {MAX_GENERATED_PROBLEMS:,}] (a "
-                         f"set is generated in memory), not {problems!r}")
+        raise ValueError(f"problems must be an integer in [1, {MAX_GENERATED_PROBLEMS:,}], "
+                         f"not {problems!r}")
+    return _traces(prof, seed, problems, policy, max_context_tokens)
+
+
+def _place_outcomes(rng: np.random.Generator, lengths: np.ndarray, n_backtrack: int,
+                    n_rescue: int, max_backtracks: int) -> tuple[np.ndarray, int]:
+    """Every step's outcome, flat in problem order: backtracks first, in a random order of the
+    slots after each problem's first step, while the problem has budget left; then rescues
+    among the accepted steps."""
+    total = int(lengths.sum())
+    first = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=first[1:])
+    problem_of = np.repeat(np.arange(len(lengths)), lengths)
+    outcomes = np.full(total, ACCEPT, dtype=np.int8)
+    is_first = np.zeros(total, dtype=bool)
+    is_first[first] = True
+    slots = np.flatnonzero(~is_first)
+    del is_first
+    order = rng.permutation(len(slots))
+    per_problem = np.zeros(len(lengths), dtype=np.int64)
+    placed = 0
+    for k in order:
+        if placed == n_backtrack:
+            break
+        step = slots[k]
+        p = problem_of[step]
+        if per_problem[p] < max_backtracks:
+            outcomes[step] = BACKTRACK
+            per_problem[p] += 1
+            placed += 1
+    del order, slots, problem_of
+    free = np.flatnonzero(outcomes == ACCEPT)
+    outcomes[free[rng.permutation(len(free))[:n_rescue]]] = RESCUE
+    return outcomes, placed
+
+
+def _traces(prof: DatasetProfile, seed: int, problems: int, policy: Policy,
+            max_context_tokens: int) -> Iterator[ProblemTrace]:
     rng = np.random.default_rng([seed, sum(map(ord, prof.name))])
     total = max(round(problems * prof.steps_per_problem), problems)
     lengths = _split_total(rng, total, problems, prof.steps_dispersion)
@@ -141,41 +191,23 @@ def generate_traces(prof: DatasetProfile, *, seed: int, problems: int | None = N
     n_rescue = round(total * prof.rescue_share)
     if not policy.max_backtracks:
         n_rescue = round(total * (prof.rescue_share + prof.backtrack_share))
-
-    outcomes = [["accept"] * int(n) for n in lengths]
-    # backtracks first: a slot after the first step of a problem with budget left
-    slots = [(p, i) for p, n in enumerate(lengths) for i in range(1, int(n))]
-    order = rng.permutation(len(slots))
-    per_problem = np.zeros(problems, dtype=np.int64)
-    placed = 0
-    for k in order:
-        if placed == n_backtrack:
-            break
-        p, i = slots[k]
-        if per_problem[p] < policy.max_backtracks:
-            outcomes[p][i] = "backtrack"
-            per_problem[p] += 1
-            placed += 1
-    free = [(p, i) for p, n in enumerate(lengths) for i in range(int(n))
-            if outcomes[p][i] == "accept"]
-    for k in rng.permutation(len(free))[:n_rescue]:
-        p, i = free[k]
-        outcomes[p][i] = "rescue"
+    outcomes, placed = _place_outcomes(rng, lengths, n_backtrack, n_rescue,
+                                       policy.max_backtracks)
     draft = _tokens(rng, total, prof.draft_tokens_per_step, prof.draft_tokens_log_sd)
-    n_target = sum(o != "accept" for row in outcomes for o in row)
+    n_target = int(np.count_nonzero(outcomes != ACCEPT))
     target = _tokens(rng, n_target + placed, prof.target_tokens_per_rescue,
                      prof.target_tokens_log_sd)
     prompts = _tokens(rng, problems, prof.prompt_tokens, 0.4)
-    traces = []
     d = t = 0
-    for p, row in enumerate(outcomes):
+    for p, n in enumerate(lengths.tolist()):
         steps = []
         chain = 0
-        for outcome in row:  # step 0 is never a backtrack, so chain >= 1 at every backtrack
-            if outcome == "accept":
+        for outcome in outcomes[d:d + n].tolist():
+            # step 0 is never a backtrack, so chain >= 1 at every backtrack
+            if outcome == ACCEPT:
                 steps.append(StepEvent("accept", int(draft[d])))
                 chain += 1
-            elif outcome == "rescue":
+            elif outcome == RESCUE:
                 steps.append(StepEvent("rescue", int(draft[d]), int(target[t])))
                 t += 1
                 chain += 1
@@ -189,8 +221,7 @@ def generate_traces(prof: DatasetProfile, *, seed: int, problems: int | None = N
                 chain = chain - depth + 1
             d += 1
         trace = ProblemTrace(prof.name, str(p), int(prompts[p]), tuple(steps), None, policy)
-        traces.append(_within_context(trace, max_context_tokens))
-    return traces
+        yield _within_context(trace, max_context_tokens)
 
 
 def _within_context(trace: ProblemTrace, max_context_tokens: int) -> ProblemTrace:

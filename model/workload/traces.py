@@ -443,12 +443,19 @@ def trace_to_json(trace: ProblemTrace) -> dict:
 
 
 def dump_traces(traces: Iterable[ProblemTrace], path: Path | str) -> int:
-    """Write traces as JSONL (one compact line each); returns how many were written."""
+    """Write traces as JSONL (one compact line each), as they come; returns how many were
+    written. The lines go to a temporary file beside ``path``, renamed to it once the last is
+    written: when ``traces`` raises, ``path`` is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
     count = 0
-    with path.open("w") as out:
-        for trace in traces:
-            out.write(json.dumps(trace_to_json(trace), separators=(",", ":")) + "\n")
-            count += 1
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            for trace in traces:
+                out.write(json.dumps(trace_to_json(trace), separators=(",", ":")) + "\n")
+                count += 1
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
     return count

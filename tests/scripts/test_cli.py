@@ -199,7 +199,7 @@ def test_generation_is_bounded(tmp_path):
                "--seed", "1", "--out", tmp_path / "t.jsonl")
     assert proc.returncode == 2
     assert proc.stderr.strip().endswith(
-        "error: --problems must be an integer in [1, 100,000] (a set is generated in memory), "
+        "error: --problems must be an integer in [1, 1,000,000], "
         "not 1000000000")
     assert list(tmp_path.iterdir()) == []
 
@@ -215,3 +215,25 @@ def test_traces_without_backtracking_need_their_dataset(tmp_path):
     assert proc.stderr.strip() == (
         "reproduce: error: traces without backtracking for math500 have no traces with "
         "backtracking to be compared with (those are for gsm8k)")
+
+
+def test_generation_beyond_the_context_exits_2_and_writes_nothing(tmp_path):
+    proc = run("traces.py", "generate", "--dataset", "all", "--max-context", "20",
+               "--seed", "1", "--out", tmp_path / "sets")
+    assert proc.returncode == 2
+    assert "traces: error: dataset math500: problem 0 (math500): its prompt and first step " \
+           "need" in proc.stderr
+    assert "beyond max_context_tokens 20" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--problems", "0"], "--problems must be an integer in [1, 1,000,000], not 0"),
+    (["--seed", "-1"], "--seed must be a non-negative integer, not -1"),
+    (["--dataset", "nope"], "argument --dataset: invalid choice: 'nope'"),
+])
+def test_bench_memory_bad_options(args, message):
+    proc = run("bench_memory.py", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr

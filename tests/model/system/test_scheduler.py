@@ -173,3 +173,19 @@ def test_a_chain_that_ends_empty_replays_with_defined_metrics():
 def test_hand_built_traces_are_checked_like_loaded_ones(step, message):
     with pytest.raises(TraceError, match=message):
         simulate_problem(trace(StepEvent("accept", 5), step), CFG, Mode.T2)
+
+
+def test_a_replay_without_timelines_keeps_no_per_problem_records_and_the_same_summary():
+    from heteroreason.model.system.metrics import dataset_metrics, problem_metrics
+    from heteroreason.model.workload.bundled import load_bundled
+    traces = load_bundled("gsm8k")[:40]
+    full = simulate(traces, "config1", "heteroreason")
+    lean = simulate(traces, "config1", "heteroreason", keep_runs=False)
+    some = simulate(traces, "config1", "heteroreason", keep_runs=3)
+    assert len(full.runs) == len(full.metrics) == 40
+    assert lean.runs == lean.metrics == ()
+    assert len(some.runs) == len(some.metrics) == 3
+    assert some.metrics == full.metrics[:3]
+    # the running sums give the figures of a sum over every problem, to the bit
+    assert lean.summary == some.summary == full.summary
+    assert full.summary == dataset_metrics(problem_metrics(run) for run in full.runs)

@@ -14,6 +14,7 @@ from heteroreason.model.workload.trace_synth import (
     PROFILES,
     DatasetProfile,
     generate_traces,
+    iter_traces,
     trace_stats,
 )
 from heteroreason.model.workload.traces import RSD_POLICY, dump_traces, parse_trace, trace_to_json
@@ -60,8 +61,8 @@ def test_rsd_policy_generates_no_backtracks():
 def test_bad_arguments():
     with pytest.raises(ValueError, match=r"^seed must be a non-negative integer, not -1$"):
         generate_traces(PROFILES["gsm8k"], seed=-1)
-    with pytest.raises(ValueError, match=r"^problems must be an integer in \[1, 100,000\] \(a "
-                                         r"set is generated in memory\), not 0$"):
+    with pytest.raises(ValueError, match=r"^problems must be an integer in \[1, 1,000,000\], "
+                                         r"not 0$"):
         generate_traces(PROFILES["gsm8k"], seed=1, problems=0)
     with pytest.raises(ValueError, match=r"^profile 'bad': outcome shares sum to "
                                          r"0\.7999999999999999, not 1$"):
@@ -94,3 +95,25 @@ def test_no_generated_step_exceeds_the_context_and_only_long_problems_are_cut(na
         generate_traces(prof, seed=3, max_context_tokens=0)
     with pytest.raises(ValueError, match="its prompt and first step need"):
         generate_traces(prof, seed=3, problems=5, max_context_tokens=10)
+
+
+def test_the_stream_is_the_set_and_checks_its_arguments_before_the_first_trace():
+    prof = PROFILES["olympiadbench"]
+    stream = iter_traces(prof, seed=4, problems=300)
+    assert next(stream) == generate_traces(prof, seed=4, problems=300)[0]
+    assert [next(stream) for _ in range(299)] == generate_traces(prof, seed=4, problems=300)[1:]
+    assert next(stream, None) is None
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        iter_traces(prof, seed=-2)  # not iterated: the error comes from the call
+    with pytest.raises(ValueError, match=r"problems must be an integer in \[1, 1,000,000\]"):
+        iter_traces(prof, seed=1, problems=1_000_001)
+
+
+def test_a_failing_stream_leaves_the_output_as_it_was(tmp_path):
+    out = tmp_path / "t.jsonl"
+    out.write_text("before\n")
+    traces = iter_traces(PROFILES["gsm8k"], seed=1, problems=5, max_context_tokens=10)
+    with pytest.raises(ValueError, match="beyond max_context_tokens 10"):
+        dump_traces(traces, out)
+    assert out.read_text() == "before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
