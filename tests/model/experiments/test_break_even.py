@@ -133,3 +133,28 @@ def test_the_script_refuses_bad_arguments(tmp_path, args, message):
     assert message.format(tmp=tmp_path) in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
+
+
+def test_a_stale_calibration_is_refused_before_any_replay(tmp_path, monkeypatch, capsys):
+    import importlib.util
+    import json
+
+    from heteroreason.model.timing.fpga import calibration, platform
+    stale = tmp_path / "decoder_core.json"
+    obj = json.loads(calibration.CALIBRATION_FILE.read_text())
+    stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
+    monkeypatch.setattr(platform, "CALIBRATION_FILE", stale)
+    platform._committed_calibration.cache_clear()
+    spec = importlib.util.spec_from_file_location("break_even_script",
+                                                  ROOT / "scripts" / "break_even.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    try:
+        code = script.main(["--configs", "config1", "--out", str(tmp_path / "be.png")])
+    finally:
+        platform._committed_calibration.cache_clear()
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"break_even: error: {stale}: calibrated on RTL 000000000000" in err
+    assert "recalibrate with scripts/calibrate.py" in err
+    assert "replays" not in err and not (tmp_path / "be.png").exists()
