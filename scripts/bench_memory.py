@@ -36,6 +36,7 @@ def run_stage(name: str, argv: list[str], problems: int) -> float:
         proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
+        # reaped by wait4 (for its usage): tell the Popen object, or it would wait again
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)

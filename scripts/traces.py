@@ -45,9 +45,9 @@ def cmd_generate(args) -> int:
     outs = {name: args.out / f"{name}.jsonl" if args.dataset == "all" else args.out
             for name in names}
     partial = {name: out.with_name(f".{out.name}.generating") for name, out in outs.items()}
-    counts = {}
+    counts, name = {}, names[0]
     try:
-        for name in names:
+        for name in names:  # ``name``: the dataset an error belongs to
             counts[name] = dump_traces(
                 iter_traces(PROFILES[name], seed=args.seed, problems=args.problems,
                             max_context_tokens=args.max_context), partial[name])
