@@ -1,8 +1,9 @@
 """The fleet's devices: GPUs that batch continuously (:class:`BatchedGpu`) and devices that run
 one job at a time (:class:`ExclusiveDevice`: an FPGA draft board, a host link).
 
-A device serves *items*, one per job a problem submits; it calls ``owner.started(item)`` when
-an item first enters service and ``owner.completed(item)`` when it ends. Items of one problem
+A device serves *items*, one per job a problem submits (the job's running record, with its
+progress); it sets ``item.start_ms`` when an item first enters service and calls
+``owner.completed(item)`` when it ends. Items of one problem
 reach a device one at a time (the problem's lane, :mod:`~heteroreason.model.fleet.engine`).
 
 A GPU runs *segments*: a special iteration (one with prefills or a decode call's overhead; or a
@@ -17,11 +18,13 @@ then in order of submission, as long as the items' KV fits the GPU's cache.
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from typing import NamedTuple
 
 from heteroreason.model.fleet.cost import BatchCost
 from heteroreason.model.system.event_loop import EventLoop, Priority
+from heteroreason.model.system.records import JobKind, Record, Resource
 from heteroreason.model.timing.device_timing import LlmTiming
 
 __all__ = ["Activity", "BatchedGpu", "ExclusiveDevice", "FleetError", "GpuWork", "Item"]
@@ -57,37 +60,61 @@ class Activity(NamedTuple):
     problem: int
 
 
-class Item:
-    """A job on a device, with its progress in batch-1 milliseconds (``done_ms`` of
-    ``work_ms``)."""
+# an item's rank: critical work before step-ahead prefetches, then in order of submission
+_SPECULATIVE_RANK = 1 << 62
 
-    __slots__ = ("call_pending", "decode_left", "device", "done_args", "done_ms", "foreign",
-                 "job_id", "kv", "kv_tokens", "owner", "prefill", "priority", "resource", "seq",
+
+class Item(Record):
+    """A job on a device: the problem's running :class:`Record` of it (``start_ms`` its
+    submission until it enters service; ``end_ms`` the batch-1 end until it ends) with its
+    progress in batch-1 milliseconds (``done_ms`` of ``work_ms``)."""
+
+    __slots__ = ("args", "call_pending", "decode_left", "device", "done", "done_ms", "foreign",
+                 "kv", "kv_tokens", "owner", "prefill", "priority", "rank", "seq",
                  "speculative", "started", "submit_ms", "work_ms")
+    # an item is itself: two jobs of equal fields are two jobs
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
-    def __init__(self, owner, resource, job_id: int, work_ms: float, priority: Priority,
-                 speculative: bool, submit_ms: float, work: GpuWork | None = None,
-                 device=None, done_args=None):
-        self.owner = owner
+    def __init__(self, owner, resource: Resource, kind: JobKind, now_ms: float, work_ms: float,
+                 step: int, tokens: int, job_id: int, epoch: int, priority: Priority,
+                 speculative: bool, device, done, args: tuple):
         self.resource = resource
+        self.kind = kind
+        self.start_ms = now_ms
+        self.end_ms = now_ms + work_ms
+        self.step = step
+        self.tokens = tokens
+        self.wasted = False
         self.job_id = job_id
+        self.epoch = epoch
+        self.owner = owner
         self.work_ms = work_ms
         self.priority = priority
         self.speculative = speculative
-        self.submit_ms = submit_ms
+        self.submit_ms = now_ms
         self.done_ms = 0.0
         self.started = False
         self.seq = 0
+        self.rank = 0
         self.foreign = False
         self.device = device  # where the owner sent it
-        self.done_args = done_args  # the owner's: what to call when it ends
-        if work is not None:
-            prefill, decode, kv = work.prefill, work.decode, work.kv
-            self.prefill = prefill
-            self.decode_left = decode
-            self.kv = kv
-            self.call_pending = decode > 0 and work.model.decode_call_ms > 0
-            self.kv_tokens = kv + decode if prefill is None or prefill < kv + decode else prefill
+        self.done = done  # the owner's: what to call when it ends, with ``args``
+        self.args = args
+
+    def shape(self, work: GpuWork) -> None:
+        """A GPU call's shape, for a batched device to price it."""
+        prefill, decode, kv = work.prefill, work.decode, work.kv
+        self.prefill = prefill
+        self.decode_left = decode
+        self.kv = kv
+        self.call_pending = decode > 0 and work.model.decode_call_ms > 0
+        self.kv_tokens = kv + decode if prefill is None or prefill < kv + decode else prefill
+
+    def critical(self) -> None:
+        """No longer ahead of a verdict: ranked among the critical work."""
+        self.speculative = False
+        self.rank = self.seq
 
     @property
     def fraction_done(self) -> float:
@@ -126,18 +153,26 @@ class _Device:
         self.queued += delta
 
     def _enqueue(self, item: Item) -> None:
-        self._seq += 1
-        item.seq = self._seq
+        self._seq = seq = self._seq + 1
+        item.seq = seq
+        item.rank = seq + _SPECULATIVE_RANK if item.speculative else seq
         self.outstanding_ms += item.work_ms
-        self._queue_change(+1)
+        now = self.loop.now
+        self.queue_area_ms += self.queued * (now - self._queue_t)
+        self._queue_t = now
+        self.queued += 1
 
     def _serve(self, item: Item) -> None:
+        """``item`` enters service (now, if it has not before)."""
         if not item.started:
+            now = self.loop.now
             item.started = True
-            self._queue_change(-1)
-            self.wait_ms += self.loop.now - item.submit_ms
+            item.start_ms = now
+            self.queue_area_ms += self.queued * (now - self._queue_t)
+            self._queue_t = now
+            self.queued -= 1
+            self.wait_ms += now - item.submit_ms
             self.items_served += 1
-            item.owner.started(item)
 
     def _forget(self, item: Item) -> None:
         self.outstanding_ms -= item.work_ms
@@ -159,18 +194,26 @@ class ExclusiveDevice(_Device):
         self._token = 0
 
     def submit(self, item: Item) -> None:
-        self._enqueue(item)
-        if self.current is None:
-            self._start(item)
+        self._seq = item.seq = item.rank = self._seq + 1  # served in order: rank is unused
+        self.outstanding_ms += item.work_ms
+        now = self.loop.now
+        self.queue_area_ms += self.queued * (now - self._queue_t)
+        self._queue_t = now
+        if self.current is None:  # straight into service: the queue does not grow
+            item.started = True
+            item.start_ms = now
+            self.items_served += 1
+            self.wait_ms += now - item.submit_ms
+            self._begin(item, now)
         else:
+            self.queued += 1
             self.queue.append(item)
 
-    def _start(self, item: Item) -> None:
+    def _begin(self, item: Item, now: float) -> None:
         self.current = item
-        self._start_ms = self.loop.now
-        self._token += 1
-        self._serve(item)
-        self.loop.at(self.loop.now + item.work_ms, item.priority, self._end, self._token)
+        self._start_ms = now
+        self._token = token = self._token + 1
+        self.loop.at(now + item.work_ms, item.priority, self._end, token)
 
     def _end(self, token: int) -> None:
         if token != self._token:
@@ -187,10 +230,12 @@ class ExclusiveDevice(_Device):
     def _advance(self) -> None:
         self.current = None
         if self.queue:
-            self._start(self.queue.popleft())
+            item = self.queue.popleft()
+            self._serve(item)
+            self._begin(item, self.loop.now)
 
     def promote(self, item: Item) -> None:
-        item.speculative = False  # one job at a time in order: nothing to reorder
+        item.critical()  # one job at a time in order: nothing to reorder
 
     def cancel(self, item: Item) -> None:
         now = self.loop.now
@@ -245,7 +290,7 @@ class BatchedGpu(_Device):
     def promote(self, item: Item) -> None:
         """A speculative item becomes critical: the batch is planned again at the next
         iteration boundary, with it ranked among the critical work."""
-        item.speculative = False
+        item.critical()
         if item in self.batch:
             self.batch.sort(key=_rank)  # the plans rely on the batch in rank order
             return  # already served
@@ -302,7 +347,7 @@ class BatchedGpu(_Device):
             waiting, batch = self.waiting, self.batch
             if len(waiting) > 1:
                 waiting.sort(key=_rank)
-            if batch and _rank(waiting[0]) < _rank(batch[-1]):
+            if batch and waiting[0].rank < batch[-1].rank:
                 candidates = sorted(batch + waiting, key=_rank)
             else:
                 candidates = batch + waiting  # both in rank order, the batch first
@@ -422,24 +467,30 @@ class BatchedGpu(_Device):
             return
         kind, _start, k, _a, _g = self._seg
         finished = []
-        for item in self.batch:
-            if kind == "foreign":
-                item.done_ms = item.work_ms
-                item.prefill, item.decode_left = None, 0
-            elif kind == "special":
-                item.done_ms += self._own_ms(item)
-                if item.prefill is not None:
-                    item.prefill = None
-                else:
-                    item.kv += 1
-                    item.decode_left -= 1
-                    item.call_pending = False
-            else:
-                item.done_ms += self._run_own_ms(item, k)
+        if kind == "run":  # every item decodes ``k`` tokens (:meth:`_run_own_ms`)
+            cost = self.cost
+            floor_ms, kv_ms, ramp = k * cost.decode_floor_ms, cost.kv_token_ms, k * (k - 1) / 2
+            for item in self.batch:
+                item.done_ms += floor_ms + kv_ms * (k * (item.kv + 1) + ramp)
                 item.kv += k
                 item.decode_left -= k
-            if item.prefill is None and item.decode_left == 0:
-                finished.append(item)
+                if item.decode_left == 0:
+                    finished.append(item)
+        else:
+            for item in self.batch:
+                if kind == "foreign":
+                    item.done_ms = item.work_ms
+                    item.prefill, item.decode_left = None, 0
+                else:
+                    item.done_ms += self._own_ms(item)
+                    if item.prefill is not None:
+                        item.prefill = None
+                    else:
+                        item.kv += 1
+                        item.decode_left -= 1
+                        item.call_pending = False
+                if item.prefill is None and item.decode_left == 0:
+                    finished.append(item)
         self._close_segment(self.loop.now, len(self.batch))
         if finished:
             self.batch = [i for i in self.batch if i.prefill is not None or i.decode_left]
@@ -457,13 +508,10 @@ class BatchedGpu(_Device):
 
 
 def _job_name(item: Item) -> str:
-    record = item.owner.running[item.resource]
-    return record.kind.value if record is not None else "job"
+    return item.kind.value
 
 
-def _rank(item: Item) -> tuple[bool, int]:
-    """Critical work before step-ahead prefetches, then in order of submission."""
-    return item.speculative, item.seq
+_rank = operator.attrgetter("rank")  # critical work before step-ahead prefetches, then in order
 
 
 def _run_ms(k: int, a: float, g: float) -> float:

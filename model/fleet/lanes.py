@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from heteroreason.model.fleet.devices import GpuWork, Item
 from heteroreason.model.system.overlapped import OverlappedReplay
-from heteroreason.model.system.records import JobKind, Record, Resource
+from heteroreason.model.system.records import JobKind, Resource
 from heteroreason.model.system.sequential import SequentialReplay
 from heteroreason.model.timing.device_timing import LlmTiming
 
@@ -26,7 +26,10 @@ PREFETCH = JobKind.PREFETCH
 
 
 class _Lanes:
-    """Mixed in before a replay class; ``fleet`` supplies the loop, devices and callbacks."""
+    """Mixed in before a replay class; ``fleet`` supplies the loop, devices and callbacks. A
+    resource's running record is its :class:`~heteroreason.model.fleet.devices.Item`."""
+
+    rejected = None  # the sequential replays have no rejected step waiting for its target
 
     def __init__(self, trace, config, mode, *, fleet, index: int, arrival_ms: float,
                  draft_index: int):
@@ -38,7 +41,6 @@ class _Lanes:
         self.draft_index = draft_index
         self.loop = fleet.loop
         self.devices: dict[Resource, object] = {}
-        self.items: dict[Resource, Item | None] = dict.fromkeys(Resource)
         self.waits_ms: dict[Resource, float] = {}
 
     # the batch-1 cost forms, kept in their shape for the batched GPUs
@@ -52,69 +54,58 @@ class _Lanes:
 
     def _start(self, res: Resource, kind: JobKind, work, step: int, tokens: int,
                priority, done, args: tuple, epoch: int) -> None:
-        now = self.loop.now
         self.job_id += 1
         shaped = type(work) is GpuWork
-        ms = work.ms if shaped else work
-        self.running[res] = Record(res, kind, now, now + ms, step, tokens, False, self.job_id,
-                                   epoch)
         device = self.devices.get(res) or self.fleet.route(self, res)
-        gpu = device.batches
-        if gpu and not shaped:
-            raise TypeError(f"a {kind} job reached GPU {device.name} without its shape")
-        speculative = kind is PREFETCH and getattr(self, "rejected", None) != step
-        item = Item(self, res, self.job_id, ms, priority, speculative, now,
-                    work if gpu else None, device, (done, args))
-        self.items[res] = item
-        if gpu:
+        speculative = kind is PREFETCH and self.rejected != step
+        item = Item(self, res, kind, self.loop.now, work.ms if shaped else work, step, tokens,
+                    self.job_id, epoch, priority, speculative, device, done, args)
+        self.running[res] = item
+        if device.batches:
+            if not shaped:
+                raise TypeError(f"a {kind} job reached GPU {device.name} without its shape")
+            item.shape(work)
             device.submit(item, work)
         else:
             device.submit(item)
 
     def promote(self, res: Resource, step: int) -> None:
-        item, record = self.items[res], self.running[res]
-        if item is not None and item.speculative and record.step == step:
+        item = self.running[res]
+        if item is not None and item.speculative and item.step == step:
             item.device.promote(item)
 
     # device callbacks
-    def started(self, item: Item) -> None:
-        self.running[item.resource].start_ms = self.loop.now
-        self._waited(item)
-
     def _waited(self, item: Item) -> None:
+        """``item`` waited from its submission until it entered service (at ``start_ms``)."""
         res = item.resource
-        self.waits_ms[res] = self.waits_ms.get(res, 0.0) + self.loop.now - item.submit_ms
+        self.waits_ms[res] = self.waits_ms.get(res, 0.0) + item.start_ms - item.submit_ms
 
     def completed(self, item: Item) -> None:
-        res = item.resource
-        record = self.running[res]
-        record.end_ms = self.loop.now
-        self.items[res] = None
-        done, args = item.done_args
-        self.records.append(record)
-        self._next(res)
+        item.end_ms = self.loop.now
+        self._waited(item)
+        self.records.append(item)
+        self._next(item.resource)
+        done = item.done
         if done is not None:
-            done(*args)
+            done(*item.args)
 
-    def cancel(self, res: Resource, *, wasted: bool = True) -> Record | None:
-        record = self.running[res]
-        if record is None:
+    def cancel(self, res: Resource, *, wasted: bool = True) -> Item | None:
+        item = self.running[res]
+        if item is None:
             return None
-        item = self.items[res]
-        self.items[res] = None
         item.device.cancel(item)
         now = self.loop.now
         if not item.started:  # cancelled in the queue: it waited until now
-            record.start_ms = now
-            record.tokens = 0
-            self._waited(item)
+            item.start_ms = now
+            item.tokens = 0
         elif item.work_ms > 0:
-            record.tokens = int(record.tokens * item.fraction_done)
-        record.end_ms = now
-        record.wasted = wasted
-        self.records.append(record)
+            item.tokens = int(item.tokens * item.fraction_done)
+        self._waited(item)
+        item.end_ms = now
+        item.wasted = wasted
+        self.records.append(item)
         self._next(res)
-        return record
+        return item
 
     def finish(self) -> None:
         super().finish()
