@@ -226,6 +226,8 @@ class DecoderCore(wiring.Component):
             with m.Default():
                 m.d.sync += running.eq(0)
         seq.matvec_streams()
+        seq.feeds()
+        seq.writes()
         return m
 
     def _prefetch(self, m, token, running, start_token) -> None:

@@ -21,6 +21,7 @@ from heteroreason.rtl.decoder.operators import (
     Unit,
     first_layer_pc,
     last_layer_pc,
+    lm_head_pc,
 )
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.decoder.pipeline import REQUANT_LATENCY, delay, requantize_pipelined
@@ -29,6 +30,16 @@ __all__ = ["EMBED_LATENCY", "READ_LATENCY", "SCRATCH_BUFFERS", "Port", "RowReade
            "Scratchpad", "Sequencer", "Units"]
 
 SCRATCH_BUFFERS = ("r", "h", "q", "k", "v", "a", "g", "x")
+# the registered handshake flags (:meth:`Sequencer.feeds`): the embedding's row parameter and
+# its beats, the norm's rows and gains, a product's vector load, the rows RoPE rotates, a head's
+# rows gathered, its query and its KV write sent, the attention's results drained, the SiLU
+# table's entries
+FEEDS = ("embed_param", "embed_row", "feed_norm", "loading", "feed_rope", "gather", "send_q",
+         "send_kv", "draining", "silu", "cmd_norm", "cmd_mvu", "cmd_sample", "cmd_rope", "cmd_att",
+         "embedding")
+# an operator's first phase sends its unit a command: the flag of its valid
+COMMAND_FLAGS = {Unit.NORM: "cmd_norm", Unit.MATVEC: "cmd_mvu", Unit.ROPE: "cmd_rope",
+                 Unit.ATTENTION: "cmd_att"}
 # a reader started in one cycle has its first row this many cycles after the next: the read,
 # the register
 READ_LATENCY = 2
@@ -81,24 +92,48 @@ class Scratchpad:
             return row.as_value().word_select(index[:self.shift], 16).as_signed()
         return row[0]
 
-    def store_element(self, addr, value, enable) -> None:
-        m, vw = self.m, self.width
-        m.d.comb += self.w_addr.eq(addr >> self.shift)
-        m.d.comb += [self.w_data[k].eq(value) for k in range(vw)]
-        lane_bit = Const(1, vw) << addr[:self.shift] if self.shift else Const(1, 1)
-        with m.If(enable):
-            m.d.comb += self.w_en.eq(lane_bit)
-
-    def store_row(self, row, values, enable) -> None:
-        """Write ``width`` int8 ``values`` (an array) at scratchpad row ``row``."""
-        m, vw = self.m, self.width
-        m.d.comb += [self.w_addr.eq(row)] + [self.w_data[k].eq(values[k]) for k in range(vw)]
-        with m.If(enable):
-            m.d.comb += self.w_en.eq(Const((1 << vw) - 1, vw))
+    def write(self, base, elements, rows) -> None:
+        """The write port's inputs from every writer, each selected by a registered flag of
+        which at most one is raised: ``elements``, ``(select, enable, index, value)``, write
+        the 16-bit ``value`` at element ``base + index``; ``rows``, ``(select, enable, index,
+        values)``, the ``width`` int8 ``values`` at row ``base / width + index``. (An AND-OR of
+        the flags: the program counter's decode reaches none of it.)"""
+        m, vw, shift = self.m, self.width, self.shift
+        index, element, row_index = _pick(elements, 2), _pick(elements, 3), _pick(rows, 2)
+        address = Signal(range(self.rows * vw), name="w_element")
+        row_select = _any(select for select, *_ in rows)
+        m.d.comb += address.eq(base + index)
+        m.d.comb += self.w_addr.eq(Mux(row_select, (base >> shift) + row_index,
+                                       address >> shift))
+        for k in range(vw):
+            lane = 0
+            for select, _enable, _index, values in rows:
+                lane = lane | Mux(select, values[k], 0)
+            m.d.comb += self.w_data[k].eq(Mux(row_select, lane, element))
+        lane_bit = Const(1, vw) << address[:shift] if shift else Const(1, 1)
+        element_en = _any(select & enable for select, enable, *_ in elements)
+        row_en = _any(select & enable for select, enable, *_ in rows)
+        m.d.comb += self.w_en.eq(Mux(row_en, Const((1 << vw) - 1, vw),
+                                     Mux(element_en, lane_bit, 0)))
 
     def low_bytes(self, row):
         """The int8 elements of a scratchpad ``row``, packed."""
         return Cat(*(row[k][:8] for k in range(self.width)))
+
+
+def _pick(writers, field: int):
+    """The ``field`` of the writer whose select is raised (zero when none is)."""
+    out = 0
+    for writer in writers:
+        out = out | Mux(writer[0], writer[field], 0)
+    return out
+
+
+def _any(bits):
+    out = Const(0, 1)
+    for bit in bits:
+        out = out | bit
+    return out
 
 
 class RowReader:
@@ -185,8 +220,14 @@ class Sequencer:
         # between the streams and the unit's take (see :meth:`matvec_streams`)
         self.streaming = Signal(name="streaming")
         self.sink_of = {sink: Signal(name=f"sink_{sink.value}") for sink in Sink}
+        # likewise every other handshake with a prefetch buffer, a reader or a unit's data
+        # stream: a flag registered as the operator enters the phase that makes it (see
+        # :meth:`feeds`)
+        self.flag = {name: Signal(name=name) for name in FEEDS}
         self.head_rows = c.head_dim // p.vector_width  # scratchpad rows of a head
         self.index_bits = max(1, (self.head_rows - 1).bit_length())
+        # the first element of the buffer the operator writes (registered as it begins)
+        self.w_base = Signal(range(self.sp.rows * p.vector_width), name="w_base")
         self._embed_pipeline()
 
     def _per_layer(self, values, shape):
@@ -202,11 +243,55 @@ class Sequencer:
     def _counters(self):
         return [self.phase.eq(0), self.i.eq(0), self.j.eq(0), self.k.eq(0), self.lane.eq(0),
                 self.head.eq(0), self.have.eq(0), self.streaming.eq(0),
-                *(flag.eq(0) for flag in self.sink_of.values())]
+                *(flag.eq(0) for flag in self.sink_of.values()),
+                *(flag.eq(0) for flag in self.flag.values())]
 
     def _stream(self, op: Operator):
         """Assignments that enter ``op``'s streaming phase (phase 2)."""
-        return [self.phase.eq(2), self.streaming.eq(1), self.sink_of[op.sink].eq(1)]
+        return [self.phase.eq(2), self.streaming.eq(1), self.sink_of[op.sink].eq(1),
+                self.flag["loading"].eq(0)]
+
+    def _enter(self, name: str, phase: int | None = None, *, leave: str | None = None):
+        """Assignments that raise flag ``name`` (and lower ``leave``), entering ``phase``."""
+        out = [self.flag[name].eq(1)]
+        if leave is not None:
+            out.append(self.flag[leave].eq(0))
+        if phase is not None:
+            out.append(self.phase.eq(phase))
+        return out
+
+    def feeds(self) -> None:
+        """The handshakes of the prefetch buffers, the first reader and the units' data
+        streams outside the matrix-vector unit, from the registered flags (elaborated once,
+        outside the operators' cases): the first reader's ``ready`` and the buffers' depend
+        on no program-counter decode."""
+        m, f, sp, u, w, param = self.m, self.flag, self.sp, self.units, self.w, self.param
+        reader, mvu, norm, rope, att, swiglu = (sp.reader0, u.mvu, u.norm, u.rope, u.att,
+                                                u.swiglu)
+        m.d.comb += [
+            w.ready.eq((self.streaming & mvu.weights.ready) | (f["embed_row"] & ~self.have)),
+            param.ready.eq((self.streaming & mvu.rowparam.ready) | f["embed_param"]
+                           | (f["feed_norm"] & norm.gain.ready) | f["silu"]),
+            # a vector loads while it has no beat; rows past it are zeros, and the reader
+            # holds no more rows then
+            reader.ready.eq((f["feed_norm"] & norm.x.ready) | (f["loading"] & ~self.have)
+                            | (f["feed_rope"] & rope.x.ready) | f["gather"]),
+            norm.x.payload.eq(reader.row), norm.x.valid.eq(f["feed_norm"] & reader.valid),
+            norm.gain.valid.eq(f["feed_norm"] & param.valid), norm.y.ready.eq(f["feed_norm"]),
+            mvu.vec.payload.eq(self.beat), mvu.vec.valid.eq(f["loading"] & self.have),
+            rope.x.payload.value.eq(sp.low_bytes(reader.row)),
+            rope.x.valid.eq(f["feed_rope"] & reader.valid), rope.y.ready.eq(f["feed_rope"]),
+            att.q.payload.eq(self.row), att.q.valid.eq(f["send_q"]),
+            att.out.ready.eq(f["draining"]), att.kv_write.valid.eq(f["send_kv"]),
+            swiglu.params.valid.eq(f["silu"]), swiglu.table.valid.eq(f["silu"] & param.valid),
+            swiglu.params.payload.mult.eq(self.act_mult),
+            swiglu.params.payload.shift.eq(self.act_shift),
+            swiglu.table.payload.addr.eq(self.i[:8]),
+            norm.cmd.valid.eq(f["cmd_norm"]),
+            # the LM head begins when the sampler is idle: it takes a logit every cycle then
+            mvu.cmd.valid.eq(f["cmd_mvu"] | (f["cmd_sample"] & u.sampler.logits.ready)),
+            rope.cmd.valid.eq(f["cmd_rope"]), att.cmd.valid.eq(f["cmd_att"]),
+        ]
 
     def matvec_streams(self) -> None:
         """The prefetch buffers' payloads to the units, the weight and row-parameter streams'
@@ -224,10 +309,8 @@ class Sequencer:
                      norm.gain.payload.mult.eq(param.data.mult),
                      norm.gain.payload.shift.eq(param.data.shift),
                      swiglu.table.payload.value.eq(param.data.value[:16])]
-        with m.If(self.streaming):
-            m.d.comb += [mvu.weights.valid.eq(w.valid), w.ready.eq(mvu.weights.ready),
-                         mvu.rowparam.valid.eq(param.valid),
-                         param.ready.eq(mvu.rowparam.ready)]
+        m.d.comb += [mvu.weights.valid.eq(self.streaming & w.valid),
+                     mvu.rowparam.valid.eq(self.streaming & param.valid)]
         # the results: to the sampler, added to the residual, through SwiGLU with the gate
         # (both read by the second reader as the results leave), or stored
         flag, reader, j = self.sink_of, sp.reader1, self.j
@@ -236,7 +319,7 @@ class Sequencer:
         # the reader's row is done with its last element (or the vector's)
         row_done = (equals(j[:sp.shift], self.p.vector_width - 1) if sp.shift else 1) | last
         m.d.comb += [
-            mvu.out.ready.eq((flag[Sink.SAMPLE] & sampler.logits.ready)
+            mvu.out.ready.eq(flag[Sink.SAMPLE]  # the sampler is ready (see ``cmd_sample``)
                              | (flag[Sink.ADD] & reader.valid)
                              | (flag[Sink.SWIGLU] & swiglu.x.ready & reader.valid)
                              | flag[Sink.STORE]),
@@ -247,11 +330,15 @@ class Sequencer:
             swiglu.x.payload.up.eq(value[:8]), swiglu.x.payload.last.eq(last),
             reader.ready.eq(mvu.out.valid & row_done
                             & (flag[Sink.ADD] | (flag[Sink.SWIGLU] & swiglu.x.ready))),
+            swiglu.y.ready.eq(flag[Sink.SWIGLU]),
         ]
 
     def reset(self) -> None:
         """A new token: the first operator, the first layer."""
-        self.m.d.sync += [*self._counters(), self.pc.eq(0), self.layer.eq(0)]
+        assert OPERATORS[0].unit is Unit.EMBED
+        self.m.d.sync += [*self._counters(), self.pc.eq(0), self.layer.eq(0),
+                          self.flag["embed_param"].eq(1), self.flag["embedding"].eq(1),
+                          self.w_base.eq(self.sp.start[OPERATORS[0].dst])]
 
     def run(self, op: Operator) -> None:
         """Elaborate operator ``op``'s case of the program counter."""
@@ -263,13 +350,30 @@ class Sequencer:
         """``op`` is done: on to the next operator (after a layer's last, the next layer)."""
         m = self.m
         m.d.sync += self._counters()
-        if OPERATORS.index(op) == last_layer_pc():  # the next layer, or the final norm
+        pc = OPERATORS.index(op)
+        if pc == last_layer_pc():  # the next layer, or the final norm
             with m.If(self.layer == self.n_layers - 1):
-                m.d.sync += self.pc.eq(self.pc + 1)
+                m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
             with m.Else():
-                m.d.sync += [self.pc.eq(first_layer_pc()), self.layer.eq(self.layer + 1)]
+                m.d.sync += [self.pc.eq(first_layer_pc()), self.layer.eq(self.layer + 1),
+                             *self._arrive(first_layer_pc())]
         else:
-            m.d.sync += self.pc.eq(self.pc + 1)
+            m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
+
+    def _arrive(self, pc: int):
+        """Assignments that raise the flags operator ``pc`` starts with: its unit's command
+        (the LM head's only when the token keeps its logits), the SiLU table's entries."""
+        if pc >= len(OPERATORS):
+            return []
+        op = OPERATORS[pc]
+        out = [self.w_base.eq(self.sp.start[op.dst])] if op.dst is not None else []
+        if op.unit is Unit.SILU_TABLE:
+            out.append(self.flag["silu"].eq(1))
+        elif pc == lm_head_pc():  # it waits for the sampler (:meth:`matvec_streams`)
+            out.append(self.flag["cmd_sample"].eq(self.token.keep))
+        elif op.unit in COMMAND_FLAGS:
+            out.append(self.flag[COMMAND_FLAGS[op.unit]].eq(1))
+        return out
 
     def _embed_pipeline(self) -> None:
         """The embedding's requantizer: an element picked from the row's beat is requantized
@@ -286,51 +390,39 @@ class Sequencer:
                                 EMBED_LATENCY, name="embed_last")
 
     def embed(self, op: Operator) -> None:
-        m, w, param, sp = self.m, self.w, self.param, self.sp
+        m, w, param = self.m, self.w, self.param
         phase, have, lane, i = self.phase, self.have, self.lane, self.i
-        with m.If(equals(phase, 0)):  # the row's multiplier
-            m.d.comb += param.ready.eq(1)
-            with m.If(param.valid):
-                m.d.sync += [self.p_mult.eq(param.data.mult), self.p_shift.eq(param.data.shift),
-                             phase.eq(1)]
+        with m.If(equals(phase, 0) & param.valid):  # the row's multiplier (``embed_param``)
+            m.d.sync += [self.p_mult.eq(param.data.mult), self.p_shift.eq(param.data.shift),
+                         *self._enter("embed_row", 1, leave="embed_param")]
         with m.If(equals(phase, 1)):
-            with m.If(~have):
-                m.d.comb += w.ready.eq(1)
-                with m.If(w.valid):
-                    m.d.sync += [self.beat.eq(w.data), have.eq(1), lane.eq(0)]
-            with m.Else():  # an element a cycle into the requantizer
+            with m.If(~have & w.valid):  # ``embed_row``: the beat's ready
+                m.d.sync += [self.beat.eq(w.data), have.eq(1), lane.eq(0)]
+            with m.Elif(have):  # an element a cycle into the requantizer
                 m.d.comb += self.embed_pick.eq(1)
                 m.d.sync += [i.eq(i + 1), lane.eq(lane + 1)]
                 with m.If(equals(lane, self.p.lanes - 1)):
                     m.d.sync += have.eq(0)
                 with m.If(equals(i, self.c.hidden - 1)):
-                    m.d.sync += phase.eq(2)
-        sp.store_element(sp.start[op.dst] + self.embed_index, self.embed_value,
-                         self.embed_stored)
-        with m.If(self.embed_last):
+                    m.d.sync += [phase.eq(2), self.flag["embed_row"].eq(0)]
+        with m.If(self.embed_last):  # the element stored (:meth:`writes`)
             self.next_op(op)
 
     def norm(self, op: Operator) -> None:
-        m, c, sp, param, norm = self.m, self.c, self.sp, self.param, self.units.norm
+        m, c, sp, norm = self.m, self.c, self.sp, self.units.norm
         phase, j, vw = self.phase, self.j, self.p.vector_width
         reader = sp.reader0
         with m.If(equals(phase, 0)):
-            m.d.comb += [norm.cmd.valid.eq(1), norm.cmd.payload.length.eq(c.hidden),
+            m.d.comb += [norm.cmd.payload.length.eq(c.hidden),
                          norm.cmd.payload.eps_q.eq(self.q_model.eps_q)]
             with m.If(norm.cmd.ready):
                 reader.start(sp.row_of[op.src], c.hidden // vw)
-                m.d.sync += phase.eq(1)
-        with m.If(equals(phase, 1)):  # rows in from the reader, ``j`` counts elements out
-            m.d.comb += [norm.x.payload.eq(reader.row), norm.x.valid.eq(reader.valid),
-                         reader.ready.eq(norm.x.ready),
-                         norm.gain.valid.eq(param.valid),
-                         param.ready.eq(norm.gain.ready),
-                         norm.y.ready.eq(1)]
-            sp.store_element(sp.start[op.dst] + j, norm.y.payload.value, norm.y.valid)
-            with m.If(norm.y.valid):
-                m.d.sync += j.eq(j + 1)
-                with m.If(norm.y.payload.last):
-                    self.next_op(op)
+                m.d.sync += self._enter("feed_norm", 1, leave="cmd_norm")
+        # rows in from the reader (``feed_norm``), ``j`` counts elements out
+        with m.If(equals(phase, 1) & norm.y.valid):
+            m.d.sync += j.eq(j + 1)
+            with m.If(norm.y.payload.last):
+                self.next_op(op)
 
     def linear(self, op: Operator) -> None:
         m, sp, mvu = self.m, self.sp, self.units.mvu
@@ -340,37 +432,35 @@ class Sequencer:
         beats = -(-cols // lanes)
         reader = sp.reader0
         with m.If(equals(phase, 0)):
-            m.d.comb += [mvu.cmd.valid.eq(1), mvu.cmd.payload.rows.eq(rows),
+            m.d.comb += [mvu.cmd.payload.rows.eq(rows),
                          mvu.cmd.payload.beats.eq(beats),
                          mvu.cmd.payload.out_bits.eq(OutBits[f"INT{op.out_bits}"]),
                          mvu.cmd.payload.reuse.eq(op.reuse)]
-            with m.If(mvu.cmd.ready):
-                m.d.sync += self._stream(op) if op.reuse else phase.eq(1)
+            with m.If(mvu.cmd.valid & mvu.cmd.ready):
+                m.d.sync += [self.flag["cmd_mvu"].eq(0), self.flag["cmd_sample"].eq(0),
+                             *(self._stream(op) if op.reuse else self._enter("loading", 1))]
                 if not op.reuse:
                     reader.start(sp.row_of[op.src], cols // vw)
                 self._start_sink(op)
         if not op.reuse:
-            # load the vector, ``vw`` elements (one scratchpad row) a cycle and ``lanes`` a
-            # beat; ``i`` counts rows, ``lane`` the rows of the beat; rows past the vector
-            # are zeros
+            # load the vector (``loading``), ``vw`` elements (one scratchpad row) a cycle and
+            # ``lanes`` a beat; ``i`` counts rows, ``lane`` the rows of the beat; rows past the
+            # vector are zeros
             with m.If(equals(phase, 1)):
                 with m.If(~have):
                     padding = Signal()
                     m.d.comb += padding.eq(i >= cols // vw)
                     chunk = Signal(8 * vw)
-                    m.d.comb += [chunk.eq(Mux(padding, 0, sp.low_bytes(reader.row))),
-                                 reader.ready.eq(~padding)]
+                    m.d.comb += chunk.eq(Mux(padding, 0, sp.low_bytes(reader.row)))
                     with m.If(padding | reader.valid):
                         m.d.sync += [beat.as_value().word_select(lane, 8 * vw).eq(chunk),
                                      i.eq(i + 1), lane.eq(lane + 1)]
                         with m.If(equals(lane, lanes // vw - 1)):
                             m.d.sync += [have.eq(1), lane.eq(0)]
-                with m.Else():
-                    m.d.comb += [mvu.vec.valid.eq(1), mvu.vec.payload.eq(beat)]
-                    with m.If(mvu.vec.ready):
-                        m.d.sync += have.eq(0)
-                        with m.If(i >= beats * lanes // vw):
-                            m.d.sync += self._stream(op)
+                with m.Elif(mvu.vec.ready):
+                    m.d.sync += have.eq(0)
+                    with m.If(i >= beats * lanes // vw):
+                        m.d.sync += self._stream(op)
         with m.If(equals(phase, 2)):  # the streams: :meth:`matvec_streams`
             self._sink(op)
             with m.If(mvu.out.valid & mvu.out.ready):
@@ -390,25 +480,36 @@ class Sequencer:
     def _sink(self, op: Operator) -> None:
         """Where the matrix-vector results go, one a cycle (``j`` counts them); the
         handshakes are :meth:`matvec_streams`'s."""
-        m, sp, j, mvu = self.m, self.sp, self.j, self.units.mvu
-        value = mvu.out.payload.value
-        reader = sp.reader1
-        if op.sink is Sink.ADD:  # r[j] = sat16(r[j] + value)
-            total = Signal(signed(18))
-            m.d.comb += total.eq(sp.element(reader.row, j) + value)
-            sp.store_element(sp.start[op.dst] + j, saturate(m, total, 16),
-                             mvu.out.valid & reader.valid)
-        elif op.sink is Sink.SWIGLU:  # x[k] = swiglu(g[k], up[k]), g read as up[j] leaves
+        m = self.m
+        if op.sink is Sink.SWIGLU:  # x[k] = swiglu(g[k], up[k]), g read as up[j] leaves
             swiglu = self.units.swiglu
-            m.d.comb += swiglu.y.ready.eq(1)
             # the unit's results trail its inputs by its pipeline: ``k`` counts them
-            sp.store_element(sp.start[op.dst] + self.k, swiglu.y.payload.value, swiglu.y.valid)
             with m.If(swiglu.y.valid):
                 m.d.sync += self.k.eq(self.k + 1)
                 with m.If(swiglu.y.payload.last):
                     self.next_op(op)
-        elif op.sink is Sink.STORE:
-            sp.store_element(sp.start[op.dst] + j, value, mvu.out.valid)
+
+    def writes(self) -> None:
+        """Every operator's writes into the scratchpad (elaborated once, outside the cases;
+        :meth:`Scratchpad.write`): the embedding's elements, the norm's, a product's results
+        stored, added into the residual (``r[j] = sat16(r[j] + value)``, the residual read by
+        the second reader as the results leave) or through SwiGLU, RoPE's rows in place, the
+        attention's output rows."""
+        m, sp, f, sink, u, j = self.m, self.sp, self.flag, self.sink_of, self.units, self.j
+        reader, value = sp.reader1, u.mvu.out.payload.value
+        total = Signal(signed(18))
+        m.d.comb += total.eq(sp.element(reader.row, j) + value)
+        sp.write(self.w_base, [
+            (f["embedding"], self.embed_stored, self.embed_index, self.embed_value),
+            (f["feed_norm"], u.norm.y.valid, j, u.norm.y.payload.value),
+            (sink[Sink.STORE], u.mvu.out.valid, j, value[:16]),
+            (sink[Sink.ADD], u.mvu.out.valid & reader.valid, j, saturate(m, total, 16)),
+            (sink[Sink.SWIGLU], u.swiglu.y.valid, self.k, u.swiglu.y.payload.value),
+        ], [
+            (f["feed_rope"], u.rope.y.valid, j, u.rope.y.payload.value),
+            (f["draining"], u.att.out.valid, self.head * self.head_rows + j,
+             u.att.out.payload.value),
+        ])
 
     def rope(self, op: Operator) -> None:  # in place, a scratchpad row a beat
         m, sp, rope = self.m, self.sp, self.units.rope
@@ -416,18 +517,14 @@ class Sequencer:
         reader = sp.reader0
         n = getattr(self.c, op.heads) * self.c.head_dim // self.p.vector_width
         with m.If(equals(phase, 0)):
-            m.d.comb += [rope.cmd.valid.eq(1), rope.cmd.payload.eq(self.token.pos)]
+            m.d.comb += rope.cmd.payload.eq(self.token.pos)
             with m.If(rope.cmd.ready):
                 reader.start(sp.row_of[op.src], n)
-                m.d.sync += phase.eq(1)
-        with m.If(equals(phase, 1)):
-            m.d.comb += [rope.x.payload.value.eq(sp.low_bytes(reader.row)),
-                         rope.x.payload.last.eq(equals(i, n - 1)),
-                         rope.x.valid.eq(reader.valid), reader.ready.eq(rope.x.ready)]
+                m.d.sync += self._enter("feed_rope", 1, leave="cmd_rope")
+        with m.If(equals(phase, 1)):  # ``feed_rope``: the rows in, the results out
+            m.d.comb += rope.x.payload.last.eq(equals(i, n - 1))
             with m.If(rope.x.valid & rope.x.ready):
                 m.d.sync += i.eq(i + 1)
-            m.d.comb += rope.y.ready.eq(1)
-            sp.store_row(sp.row_of[op.dst] + j, rope.y.payload.value, rope.y.valid)
             with m.If(rope.y.valid):
                 m.d.sync += j.eq(j + 1)
                 with m.If(rope.y.payload.last):
@@ -441,20 +538,21 @@ class Sequencer:
         for start_phase, buffer, target in ((0, "k", self.krow), (2, "v", self.row)):
             with m.If(equals(phase, start_phase)):
                 reader.start(sp.row_of[buffer] + head * head_rows, head_rows)
-                m.d.sync += [phase.eq(start_phase + 1), i.eq(0)]
-            with m.If(equals(phase, start_phase + 1)):
-                m.d.comb += reader.ready.eq(1)
-                with m.If(reader.valid):
-                    m.d.sync += [target.as_value().word_select(i[:bits], 8 * vw).eq(
-                                     sp.low_bytes(reader.row)), i.eq(i + 1)]
-                    with m.If(equals(i, head_rows - 1)):
-                        m.d.sync += phase.eq(start_phase + 2)
-        with m.If(equals(phase, 4)):
+                m.d.sync += [*self._enter("gather", start_phase + 1), i.eq(0)]
+            # ``gather``: every row taken
+            with m.If(equals(phase, start_phase + 1) & reader.valid):
+                m.d.sync += [target.as_value().word_select(i[:bits], 8 * vw).eq(
+                                 sp.low_bytes(reader.row)), i.eq(i + 1)]
+                with m.If(equals(i, head_rows - 1)):
+                    m.d.sync += [phase.eq(start_phase + 2), self.flag["gather"].eq(0)]
+                    if start_phase == 2:
+                        m.d.sync += self.flag["send_kv"].eq(1)
+        with m.If(equals(phase, 4)):  # ``send_kv``: the write's valid
             p = att.kv_write.payload
-            m.d.comb += [att.kv_write.valid.eq(1), p.layer.eq(self.layer), p.kv_head.eq(head),
+            m.d.comb += [p.layer.eq(self.layer), p.kv_head.eq(head),
                          p.pos.eq(self.token.pos), p.k.eq(self.krow), p.v.eq(self.row)]
             with m.If(att.kv_write.ready):
-                m.d.sync += [phase.eq(0), head.eq(head + 1)]
+                m.d.sync += [phase.eq(0), head.eq(head + 1), self.flag["send_kv"].eq(0)]
                 with m.If(equals(head, self.c.kv_heads - 1)):
                     self.next_op(op)
 
@@ -467,7 +565,7 @@ class Sequencer:
         group = c.heads // c.kv_heads
         with m.If(equals(phase, 0)):
             cmd = att.cmd.payload
-            m.d.comb += [att.cmd.valid.eq(1), cmd.layer.eq(self.layer),
+            m.d.comb += [cmd.layer.eq(self.layer),
                          cmd.kv_head.eq(head // group if group > 1 else head),
                          cmd.length.eq(self.token.pos + 1),
                          cmd.exp_mult.eq(self.exp_mult), cmd.exp_shift.eq(self.exp_shift),
@@ -475,38 +573,32 @@ class Sequencer:
             with m.If(att.cmd.ready):
                 # the job's query heads are consecutive rows
                 reader.start(sp.row_of[op.src] + head * head_rows, hp * head_rows)
-                m.d.sync += [phase.eq(1), i.eq(0), j.eq(0), lane.eq(0)]
-        with m.If(equals(phase, 1)):  # gather a query head, a scratchpad row a cycle
-            m.d.comb += reader.ready.eq(1)
-            with m.If(reader.valid):
-                m.d.sync += [self.row.as_value().word_select(i[:self.index_bits], 8 * vw).eq(
-                                 sp.low_bytes(reader.row)),
-                             i.eq(i + 1)]
-                with m.If(equals(i, head_rows - 1)):
-                    m.d.sync += phase.eq(2)
-        with m.If(equals(phase, 2)):
-            m.d.comb += [att.q.valid.eq(1), att.q.payload.eq(self.row)]
-            with m.If(att.q.ready):
-                m.d.sync += [lane.eq(lane + 1), i.eq(0),
-                             phase.eq(Mux(equals(lane, hp - 1), 3, 1))]
-        with m.If(equals(phase, 3)):  # ``j`` counts output rows
-            m.d.comb += att.out.ready.eq(1)
-            sp.store_row(sp.row_of[op.dst] + head * head_rows + j, att.out.payload.value,
-                         att.out.valid)
-            with m.If(att.out.valid):
-                m.d.sync += j.eq(j + 1)
-                with m.If(att.out.payload.last):
-                    m.d.sync += [head.eq(head + hp), phase.eq(0)]
-                    with m.If(equals(head, c.heads - hp)):
-                        self.next_op(op)
+                m.d.sync += [*self._enter("gather", 1, leave="cmd_att"), i.eq(0), j.eq(0),
+                             lane.eq(0)]
+        # gather a query head, a scratchpad row a cycle
+        with m.If(equals(phase, 1) & reader.valid):
+            m.d.sync += [self.row.as_value().word_select(i[:self.index_bits], 8 * vw).eq(
+                             sp.low_bytes(reader.row)),
+                         i.eq(i + 1)]
+            with m.If(equals(i, head_rows - 1)):
+                m.d.sync += self._enter("send_q", 2, leave="gather")
+        with m.If(equals(phase, 2) & att.q.ready):  # ``send_q``: the query's valid
+            last_head = equals(lane, hp - 1)
+            m.d.sync += [lane.eq(lane + 1), i.eq(0), phase.eq(Mux(last_head, 3, 1)),
+                         self.flag["send_q"].eq(0), self.flag["gather"].eq(~last_head),
+                         self.flag["draining"].eq(last_head)]
+        # ``draining``: the results out; ``j`` counts rows
+        with m.If(equals(phase, 3) & att.out.valid):
+            m.d.sync += j.eq(j + 1)
+            with m.If(att.out.payload.last):
+                m.d.sync += [head.eq(head + hp), phase.eq(0), self.flag["draining"].eq(0),
+                             self.flag["cmd_att"].eq(1)]
+                with m.If(equals(head, c.heads - hp)):
+                    self.next_op(op)
 
     def silu_table(self, op: Operator) -> None:
-        m, param, swiglu, i = self.m, self.param, self.units.swiglu, self.i
-        m.d.comb += [swiglu.params.valid.eq(1),
-                     swiglu.params.payload.mult.eq(self.act_mult),
-                     swiglu.params.payload.shift.eq(self.act_shift),
-                     param.ready.eq(1), swiglu.table.valid.eq(param.valid),
-                     swiglu.table.payload.addr.eq(i[:8])]
+        # ``silu`` (raised by the operator before): the table's entries in, one a cycle
+        m, param, i = self.m, self.param, self.i
         with m.If(param.valid):
             m.d.sync += i.eq(i + 1)
             with m.If(equals(i, 255)):
