@@ -18,7 +18,6 @@ then in order of submission, as long as the items' KV fits the GPU's cache.
 from __future__ import annotations
 
 import math
-import operator
 from collections import deque
 from typing import NamedTuple
 
@@ -60,17 +59,13 @@ class Activity(NamedTuple):
     problem: int
 
 
-# an item's rank: critical work before step-ahead prefetches, then in order of submission
-_SPECULATIVE_RANK = 1 << 62
-
-
 class Item(Record):
     """A job on a device: the problem's running :class:`Record` of it (``start_ms`` its
     submission until it enters service; ``end_ms`` the batch-1 end until it ends) with its
     progress in batch-1 milliseconds (``done_ms`` of ``work_ms``)."""
 
     __slots__ = ("args", "call_pending", "decode_left", "device", "done", "done_ms", "foreign",
-                 "kv", "kv_tokens", "owner", "prefill", "priority", "rank", "seq",
+                 "kv", "kv_tokens", "owner", "prefill", "priority", "seq",
                  "speculative", "started", "submit_ms", "work_ms")
     # an item is itself: two jobs of equal fields are two jobs
     __eq__ = object.__eq__
@@ -96,7 +91,6 @@ class Item(Record):
         self.done_ms = 0.0
         self.started = False
         self.seq = 0
-        self.rank = 0
         self.foreign = False
         self.device = device  # where the owner sent it
         self.done = done  # the owner's: what to call when it ends, with ``args``
@@ -110,11 +104,6 @@ class Item(Record):
         self.kv = kv
         self.call_pending = decode > 0 and work.model.decode_call_ms > 0
         self.kv_tokens = kv + decode if prefill is None or prefill < kv + decode else prefill
-
-    def critical(self) -> None:
-        """No longer ahead of a verdict: ranked among the critical work."""
-        self.speculative = False
-        self.rank = self.seq
 
     @property
     def fraction_done(self) -> float:
@@ -153,25 +142,18 @@ class _Device:
         self.queued += delta
 
     def _enqueue(self, item: Item) -> None:
-        self._seq = seq = self._seq + 1
-        item.seq = seq
-        item.rank = seq + _SPECULATIVE_RANK if item.speculative else seq
+        self._seq += 1
+        item.seq = self._seq
         self.outstanding_ms += item.work_ms
-        now = self.loop.now
-        self.queue_area_ms += self.queued * (now - self._queue_t)
-        self._queue_t = now
-        self.queued += 1
+        self._queue_change(+1)
 
     def _serve(self, item: Item) -> None:
         """``item`` enters service (now, if it has not before)."""
         if not item.started:
-            now = self.loop.now
             item.started = True
-            item.start_ms = now
-            self.queue_area_ms += self.queued * (now - self._queue_t)
-            self._queue_t = now
-            self.queued -= 1
-            self.wait_ms += now - item.submit_ms
+            item.start_ms = self.loop.now
+            self._queue_change(-1)
+            self.wait_ms += self.loop.now - item.submit_ms
             self.items_served += 1
 
     def _forget(self, item: Item) -> None:
@@ -194,26 +176,18 @@ class ExclusiveDevice(_Device):
         self._token = 0
 
     def submit(self, item: Item) -> None:
-        self._seq = item.seq = item.rank = self._seq + 1  # served in order: rank is unused
-        self.outstanding_ms += item.work_ms
-        now = self.loop.now
-        self.queue_area_ms += self.queued * (now - self._queue_t)
-        self._queue_t = now
-        if self.current is None:  # straight into service: the queue does not grow
-            item.started = True
-            item.start_ms = now
-            self.items_served += 1
-            self.wait_ms += now - item.submit_ms
-            self._begin(item, now)
+        self._enqueue(item)
+        if self.current is None:
+            self._start(item)
         else:
-            self.queued += 1
             self.queue.append(item)
 
-    def _begin(self, item: Item, now: float) -> None:
+    def _start(self, item: Item) -> None:
         self.current = item
-        self._start_ms = now
-        self._token = token = self._token + 1
-        self.loop.at(now + item.work_ms, item.priority, self._end, token)
+        self._start_ms = self.loop.now
+        self._token += 1
+        self._serve(item)
+        self.loop.at(self.loop.now + item.work_ms, item.priority, self._end, self._token)
 
     def _end(self, token: int) -> None:
         if token != self._token:
@@ -230,12 +204,10 @@ class ExclusiveDevice(_Device):
     def _advance(self) -> None:
         self.current = None
         if self.queue:
-            item = self.queue.popleft()
-            self._serve(item)
-            self._begin(item, self.loop.now)
+            self._start(self.queue.popleft())
 
     def promote(self, item: Item) -> None:
-        item.critical()  # one job at a time in order: nothing to reorder
+        item.speculative = False  # one job at a time in order: nothing to reorder
 
     def cancel(self, item: Item) -> None:
         now = self.loop.now
@@ -290,7 +262,7 @@ class BatchedGpu(_Device):
     def promote(self, item: Item) -> None:
         """A speculative item becomes critical: the batch is planned again at the next
         iteration boundary, with it ranked among the critical work."""
-        item.critical()
+        item.speculative = False
         if item in self.batch:
             self.batch.sort(key=_rank)  # the plans rely on the batch in rank order
             return  # already served
@@ -347,7 +319,7 @@ class BatchedGpu(_Device):
             waiting, batch = self.waiting, self.batch
             if len(waiting) > 1:
                 waiting.sort(key=_rank)
-            if batch and waiting[0].rank < batch[-1].rank:
+            if batch and _rank(waiting[0]) < _rank(batch[-1]):
                 candidates = sorted(batch + waiting, key=_rank)
             else:
                 candidates = batch + waiting  # both in rank order, the batch first
@@ -467,30 +439,24 @@ class BatchedGpu(_Device):
             return
         kind, _start, k, _a, _g = self._seg
         finished = []
-        if kind == "run":  # every item decodes ``k`` tokens (:meth:`_run_own_ms`)
-            cost = self.cost
-            floor_ms, kv_ms, ramp = k * cost.decode_floor_ms, cost.kv_token_ms, k * (k - 1) / 2
-            for item in self.batch:
-                item.done_ms += floor_ms + kv_ms * (k * (item.kv + 1) + ramp)
+        for item in self.batch:
+            if kind == "foreign":
+                item.done_ms = item.work_ms
+                item.prefill, item.decode_left = None, 0
+            elif kind == "special":
+                item.done_ms += self._own_ms(item)
+                if item.prefill is not None:
+                    item.prefill = None
+                else:
+                    item.kv += 1
+                    item.decode_left -= 1
+                    item.call_pending = False
+            else:
+                item.done_ms += self._run_own_ms(item, k)
                 item.kv += k
                 item.decode_left -= k
-                if item.decode_left == 0:
-                    finished.append(item)
-        else:
-            for item in self.batch:
-                if kind == "foreign":
-                    item.done_ms = item.work_ms
-                    item.prefill, item.decode_left = None, 0
-                else:
-                    item.done_ms += self._own_ms(item)
-                    if item.prefill is not None:
-                        item.prefill = None
-                    else:
-                        item.kv += 1
-                        item.decode_left -= 1
-                        item.call_pending = False
-                if item.prefill is None and item.decode_left == 0:
-                    finished.append(item)
+            if item.prefill is None and item.decode_left == 0:
+                finished.append(item)
         self._close_segment(self.loop.now, len(self.batch))
         if finished:
             self.batch = [i for i in self.batch if i.prefill is not None or i.decode_left]
@@ -511,7 +477,9 @@ def _job_name(item: Item) -> str:
     return item.kind.value
 
 
-_rank = operator.attrgetter("rank")  # critical work before step-ahead prefetches, then in order
+def _rank(item: Item) -> tuple[bool, int]:
+    """Critical work before step-ahead prefetches, then in order of submission."""
+    return item.speculative, item.seq
 
 
 def _run_ms(k: int, a: float, g: float) -> float:

@@ -30,10 +30,11 @@ __all__ = ["EMBED_LATENCY", "READ_LATENCY", "SCRATCH_BUFFERS", "Port", "RowReade
            "Scratchpad", "Sequencer", "Units"]
 
 SCRATCH_BUFFERS = ("r", "h", "q", "k", "v", "a", "g", "x")
-# the registered handshake flags (:meth:`Sequencer.feeds`): the embedding's row parameter and
-# its beats, the norm's rows and gains, a product's vector load, the rows RoPE rotates, a head's
-# rows gathered, its query and its KV write sent, the attention's results drained, the SiLU
-# table's entries
+# the registered flags the handshakes and writes follow (:meth:`Sequencer.feeds`,
+# :meth:`Sequencer.writes`): the embedding's row parameter and its beats, the norm's rows and
+# gains, a product's vector load, the rows RoPE rotates, a head's rows gathered, its query and
+# its KV write sent, the attention's results drained, the SiLU table's entries; the units'
+# commands (the LM head's, ``cmd_sample``, waits for the sampler); the embedding's writes
 FEEDS = ("embed_param", "embed_row", "feed_norm", "loading", "feed_rope", "gather", "send_q",
          "send_kv", "draining", "silu", "cmd_norm", "cmd_mvu", "cmd_sample", "cmd_rope", "cmd_att",
          "embedding")
@@ -295,8 +296,8 @@ class Sequencer:
 
     def matvec_streams(self) -> None:
         """The prefetch buffers' payloads to the units, the weight and row-parameter streams'
-        handshakes with the matrix-vector unit and its results' ``ready``, from the registered
-        flags (elaborated once, outside the operators' cases)."""
+        valid to the matrix-vector unit (their ready: :meth:`feeds`) and where its results go,
+        from the registered flags (elaborated once, outside the operators' cases)."""
         m, mvu, w, param, sp = self.m, self.units.mvu, self.w, self.param, self.sp
         # the prefetch buffers' payloads go to every unit that reads them ungated (a block
         # RAM's output has most of a cycle's time spent before it): only valid and ready
@@ -361,8 +362,9 @@ class Sequencer:
             m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
 
     def _arrive(self, pc: int):
-        """Assignments that raise the flags operator ``pc`` starts with: its unit's command
-        (the LM head's only when the token keeps its logits), the SiLU table's entries."""
+        """Assignments that raise the flags operator ``pc`` starts with — its unit's command
+        (the LM head's only when the token keeps its logits), the SiLU table's entries — and
+        register the first element of the buffer it writes."""
         if pc >= len(OPERATORS):
             return []
         op = OPERATORS[pc]
