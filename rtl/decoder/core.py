@@ -4,7 +4,7 @@ units (:mod:`~heteroreason.rtl.decoder.mvu`, ``rmsnorm``, ``rope``, ``attention`
 (:data:`heteroreason.rtl.decoder.operators.OPERATORS`), with weights and parameters read from
 memory in the order of :func:`heteroreason.rtl.decoder.decode_schedule.decode_schedule`."""
 
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -53,8 +53,9 @@ class DecoderCore(wiring.Component):
     stream beats into one matrix-vector beat, so with ``lanes > stream_bytes`` the
     matrix-vector unit drains the buffer faster than memory fills it and the stream never waits
     on compute once the buffer covers the longest stretch without a matrix-vector product. Both
-    buffers are read through an output register (:data:`BUFFER_OUTPUT_LATENCY`): nothing waits
-    behind a block RAM's clock-to-output in the cycle it reads.
+    buffers are read through two output registers taken in turn (:data:`BUFFER_OUTPUT_LATENCY`):
+    nothing waits behind a block RAM's clock-to-output in the cycle it reads, and the
+    consumer's ready reaches no read enable.
 
     Activations live in one on-chip scratchpad of ``vector_width`` 16-bit elements a row,
     read synchronously through read-ahead row readers and written through a register
@@ -289,18 +290,30 @@ class DecoderCore(wiring.Component):
 
 
 def _output_register(m, buffer, shape, name: str) -> Port:
-    """``buffer``'s read side through a register (:data:`BUFFER_OUTPUT_LATENCY` cycle): a block
-    RAM's clock-to-output leaves no time for logic behind it in the same cycle. Full
-    throughput: the register takes the buffer's head whenever it is empty or being taken."""
+    """``buffer``'s read side through registers (:data:`BUFFER_OUTPUT_LATENCY` cycle): a block
+    RAM's clock-to-output leaves no time for logic behind it in the same cycle. Two entries
+    taken in turn, each loaded straight from the buffer's output: the buffer is read while one
+    is free (a registered condition, so the consumer's ready reaches no read enable), and its
+    head arrives in the entry whose turn it is (no logic between the block RAM and a
+    register). Full throughput: with one entry held, one arrives as the other is taken."""
+    entries = [Signal(shape, name=f"{name}_{k}", reset_less=True) for k in range(2)]
     valid = Signal(name=f"{name}_valid")
     payload = Signal(shape, name=f"{name}_data")
+    held = Signal(range(3), name=f"{name}_held")
+    full = Signal(name=f"{name}_full")
+    front = Signal(name=f"{name}_front")  # the entry the consumer sees
+    back = Signal(name=f"{name}_back")  # the entry the next head arrives in
     port = Port(valid, Signal(name=f"{name}_ready"), payload)
-    take = ~valid | port.ready
-    m.d.comb += buffer.r_en.eq(take)
+    arrive, take, after = Signal(), Signal(), Signal(range(3))
+    m.d.comb += [buffer.r_en.eq(~full), arrive.eq(buffer.r_rdy & ~full),
+                 take.eq(valid & port.ready), after.eq(held + arrive - take),
+                 payload.eq(Mux(front, entries[1], entries[0]))]
+    m.d.sync += [held.eq(after), full.eq(after == 2), valid.eq(after != 0)]
+    for k, entry in enumerate(entries):
+        with m.If(arrive & (back == k)):
+            m.d.sync += entry.eq(buffer.r_data)
+    with m.If(arrive):
+        m.d.sync += back.eq(~back)
     with m.If(take):
-        m.d.sync += valid.eq(buffer.r_rdy)
-        with m.If(buffer.r_rdy):
-            m.d.sync += payload.eq(buffer.r_data)
+        m.d.sync += front.eq(~front)
     return port
-
-

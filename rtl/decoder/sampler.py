@@ -1,12 +1,14 @@
 """Greedy sampler: a running argmax over the LM head's int32 logits, so logits are never stored."""
 
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.rtl.compare import equals
 
-__all__ = ["ArgmaxSampler"]
+__all__ = ["LATENCY", "ArgmaxSampler"]
+
+LATENCY = 4  # the last logit taken -> the token offered
 
 
 class ArgmaxSampler(wiring.Component):
@@ -32,7 +34,10 @@ class ArgmaxSampler(wiring.Component):
 
     Latency
     -------
-    The token is offered two cycles after the last logit (the winner, then its marks).
+    The token is offered :data:`LATENCY` cycles after the last logit: the logits go to two
+    running maxima in turn (even and odd indices), each compared in one cycle and updated in
+    the next, so that no comparison and update share a cycle; then the two merged, then the
+    winner's marks.
 
     Throughput
     ----------
@@ -71,18 +76,43 @@ class ArgmaxSampler(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         index = Signal(range(self.vocab))
-        best = Signal(signed(32))
-        best_index = Signal(range(self.vocab))
+        busy = Signal()  # from the last logit until the token is taken
         full = Signal()
-        marking = Signal()
         result = Signal(self.token.payload.shape())
-        m.d.comb += [self.token.valid.eq(full), self.logits.ready.eq(~full & ~marking),
+        m.d.comb += [self.token.valid.eq(full), self.logits.ready.eq(~busy),
                      self.token.payload.eq(result)]
         with m.If(self.token.valid & self.token.ready):
-            m.d.sync += full.eq(0)
-        # the marks of the winner a cycle after it is known (the comparison chain and the
-        # equality tests would be one long path)
-        m.d.sync += marking.eq(0)
+            m.d.sync += [full.eq(0), busy.eq(0)]
+        best = [Signal(signed(32), name=f"best{k}") for k in (0, 1)]
+        best_index = [Signal(range(self.vocab), name=f"best_index{k}") for k in (0, 1)]
+        # a logit compared with its lane's maximum (the lane: its index's parity), registered
+        # with the verdict; its lane's maximum updated the cycle after, before the lane's next
+        # logit (two cycles later at the earliest) is compared
+        cand, cand_index = Signal(signed(32)), Signal(range(self.vocab))
+        cand_valid, cand_better, cand_lane, cand_last = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += cand_valid.eq(0)
+        with m.If(self.logits.valid & self.logits.ready):
+            value, lane = self.logits.payload.value, index[0]
+            # the lowest index wins ties: a later logit replaces the maximum only when greater
+            better = [(index < 2) | _greater(value, best[k]) for k in (0, 1)]
+            m.d.sync += [cand.eq(value), cand_index.eq(index), cand_valid.eq(1),
+                         cand_better.eq(Mux(lane, better[1], better[0])), cand_lane.eq(lane),
+                         cand_last.eq(self.logits.payload.last)]
+            with m.If(self.logits.payload.last):
+                m.d.sync += [index.eq(0), busy.eq(1)]
+            with m.Else():
+                m.d.sync += index.eq(index + 1)
+        merging, marking = Signal(), Signal()
+        m.d.sync += [merging.eq(cand_valid & cand_last), marking.eq(merging)]
+        for k in (0, 1):
+            with m.If(cand_valid & cand_better & equals(cand_lane, k)):
+                m.d.sync += [best[k].eq(cand), best_index[k].eq(cand_index)]
+        # the two maxima merged: the odd lane's when greater, or equal at a lower index
+        with m.If(merging):
+            odd = _greater(best[1], best[0]) | ((best[1] == best[0])
+                                                & (best_index[1] < best_index[0]))
+            m.d.sync += result.token.eq(Mux(odd, best_index[1], best_index[0]))
+        # the winner's marks
         with m.If(marking):
             is_delimiter = 0
             for t in self.delimiters:
@@ -90,22 +120,11 @@ class ArgmaxSampler(wiring.Component):
             eos = equals(result.token, self.eos)
             m.d.sync += [result.step_end.eq(is_delimiter | eos), result.eos.eq(eos),
                          full.eq(1)]
-        with m.If(self.logits.valid & self.logits.ready):
-            value = self.logits.payload.value
-            first = index == 0
-            # value > best from two 16-bit halves compared side by side (two short carry chains
-            # instead of one of 32 bits: the running maximum cannot be pipelined)
-            high_greater = value[16:].as_signed() > best[16:].as_signed()
-            high_equal = value[16:] == best[16:]
-            low_greater = value[:16] > best[:16]
-            better = first | high_greater | (high_equal & low_greater)
-            winner = Signal(range(self.vocab))
-            m.d.comb += winner.eq(best_index)
-            with m.If(better):
-                m.d.comb += winner.eq(index)
-                m.d.sync += [best.eq(value), best_index.eq(index)]
-            with m.If(self.logits.payload.last):
-                m.d.sync += [marking.eq(1), index.eq(0), result.token.eq(winner)]
-            with m.Else():
-                m.d.sync += index.eq(index + 1)
         return m
+
+
+def _greater(a, b):
+    """``a > b`` for signed 32-bit values from two 16-bit halves compared side by side (two
+    short carry chains instead of one of 32 bits)."""
+    return ((a[16:].as_signed() > b[16:].as_signed())
+            | ((a[16:] == b[16:]) & (a[:16] > b[:16])))

@@ -26,7 +26,7 @@ from heteroreason.rtl.decoder.operators import (
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.decoder.pipeline import REQUANT_LATENCY, delay, requantize_pipelined
 
-__all__ = ["EMBED_LATENCY", "READ_LATENCY", "SCRATCH_BUFFERS", "Port", "RowReader",
+__all__ = ["EMBED_LATENCY", "LOGIT_LATENCY", "READ_LATENCY", "SCRATCH_BUFFERS", "Port", "RowReader",
            "Scratchpad", "Sequencer", "Units"]
 
 SCRATCH_BUFFERS = ("r", "h", "q", "k", "v", "a", "g", "x")
@@ -42,8 +42,9 @@ FEEDS = ("embed_param", "embed_row", "feed_norm", "loading", "feed_rope", "gathe
 COMMAND_FLAGS = {Unit.NORM: "cmd_norm", Unit.MATVEC: "cmd_mvu", Unit.ROPE: "cmd_rope",
                  Unit.ATTENTION: "cmd_att"}
 # a reader started in one cycle has its first row this many cycles after the next: the read,
-# the register
-READ_LATENCY = 2
+# the landing register, the reader's register
+READ_LATENCY = 3
+LOGIT_LATENCY = 1  # an LM head result -> the sampler's input
 EMBED_LATENCY = 1 + REQUANT_LATENCY  # an embedding element picked -> stored
 
 
@@ -139,16 +140,18 @@ def _any(bits):
 
 class RowReader:
     """Consecutive scratchpad rows as a stream, through a synchronous read port that reads
-    ahead into three registers. :meth:`start` (from an operator's case) names the first row
+    ahead into four registers. :meth:`start` (from an operator's case) names the first row
     and the count; ``valid``, ``row`` and ``ready`` are the stream; the first row is ``valid``
     :data:`READ_LATENCY` cycles after the cycle that follows the start, then one a cycle
     while ``ready``.
 
     The port's address is a register (the next row to read): the read happens every cycle, and
     a read is kept (``issue``) when its row will have a register to go to — decided from the
-    reader's own registers, so that the consumer's ``ready`` reaches no address."""
+    reader's own registers, so that the consumer's ``ready`` reaches no address. The port's
+    data lands in a register with no logic before it (a block RAM's clock-to-output takes most
+    of a cycle), and goes from there to the register its place in the queue names."""
 
-    DEPTH = 3
+    DEPTH = 4
 
     def __init__(self, m, port, rows: int, layout, *, name: str):
         self.m = m
@@ -160,20 +163,23 @@ class RowReader:
         regs = [Signal(layout, name=f"{name}_row{k}") for k in range(self.DEPTH)]
         self.row = regs[0]
         held = Signal(range(self.DEPTH + 1), name=f"{name}_held")
-        arriving = Signal(name=f"{name}_arriving")  # the read of the last cycle was kept
+        read = Signal(name=f"{name}_read")  # the read of the last cycle was kept
+        arriving = Signal(name=f"{name}_arriving")  # the landing register holds its row
+        landing = Signal(layout, name=f"{name}_landing", reset_less=True)
         issue = Signal(name=f"{name}_issue")
         take = Signal(name=f"{name}_take")
         at = Signal(range(self.DEPTH), name=f"{name}_at")  # where an arriving row goes
         m.d.comb += [port.addr.eq(self.next), self.valid.eq(held != 0),
                      take.eq(self.valid & self.ready),
-                     issue.eq((self.left != 0) & (held + arriving < self.DEPTH)),
+                     issue.eq((self.left != 0) & (held + read + arriving < self.DEPTH)),
                      at.eq(held - take)]
-        m.d.sync += [arriving.eq(issue), held.eq(held + arriving - take)]
+        m.d.sync += [read.eq(issue), arriving.eq(read), landing.eq(port.data),
+                     held.eq(held + arriving - take)]
         with m.If(issue):
             m.d.sync += [self.next.eq(self.next + 1), self.left.eq(self.left - 1)]
         for k, reg in enumerate(regs):
             with m.If(arriving & equals(at, k)):
-                m.d.sync += reg.eq(port.data)
+                m.d.sync += reg.eq(landing)
             if k + 1 < self.DEPTH:
                 with m.Elif(take):
                     m.d.sync += reg.eq(regs[k + 1])
@@ -215,6 +221,9 @@ class Sequencer:
         self.row = Signal(data.ArrayLayout(signed(8), c.head_dim))
         self.krow = Signal(data.ArrayLayout(signed(8), c.head_dim))
         self.have = Signal()
+        # a product's vector: the rows loaded from now on are past it (registered as its last
+        # is loaded; cleared as an operator begins)
+        self.padding = Signal(name="padding")
         self.p_mult, self.p_shift = Signal(unsigned(31)), Signal(unsigned(6))
         # a matrix-vector operator's weights flow, and where its results go: registered as
         # the operator enters its streaming phase, so that no program-counter decode lies
@@ -229,7 +238,27 @@ class Sequencer:
         self.index_bits = max(1, (self.head_rows - 1).bit_length())
         # the first element of the buffer the operator writes (registered as it begins)
         self.w_base = Signal(range(self.sp.rows * p.vector_width), name="w_base")
+        # the operator's matrix-vector command and its readers' first rows and counts,
+        # registered as it begins (see :meth:`_arrive`): no program-counter decode reaches a
+        # unit's command or a read address
+        self.mvu_cmd = Signal(units.mvu.cmd.payload.shape(), name="mvu_cmd")
+        rows = self.sp.rows
+        self.first = [Signal(range(rows + 1), name=f"reader{k}_first") for k in (0, 1)]
+        self.count = [Signal(range(rows + 1), name=f"reader{k}_count") for k in (0, 1)]
+        # an operator's first cycle: the counters ``i``, ``j``, ``k`` are cleared then rather
+        # than with the last handshake of the operator before (see :meth:`next_op`), so that
+        # no unit's handshake reaches their next-state logic; an operator's own assignments
+        # in that cycle take precedence (elaborated after these)
+        self.fresh = Signal(name="fresh")
+        m.d.sync += self.fresh.eq(0)
+        with m.If(self.fresh):
+            m.d.sync += [self.i.eq(0), self.j.eq(0), self.k.eq(0), self.padding.eq(0)]
         self._embed_pipeline()
+
+    @property
+    def silu_index(self):
+        """The SiLU table's entry this cycle: it may take one in its first (``fresh``)."""
+        return Mux(self.fresh, 0, self.i)
 
     def _per_layer(self, values, shape):
         """The current layer's entry of a constant table, registered (the layer changes
@@ -242,7 +271,8 @@ class Sequencer:
         return out
 
     def _counters(self):
-        return [self.phase.eq(0), self.i.eq(0), self.j.eq(0), self.k.eq(0), self.lane.eq(0),
+        """The state every operator starts from, but the counters ``fresh`` clears."""
+        return [self.phase.eq(0), self.lane.eq(0),
                 self.head.eq(0), self.have.eq(0), self.streaming.eq(0),
                 *(flag.eq(0) for flag in self.sink_of.values()),
                 *(flag.eq(0) for flag in self.flag.values())]
@@ -267,8 +297,23 @@ class Sequencer:
         outside the operators' cases): the first reader's ``ready`` and the buffers' depend
         on no program-counter decode."""
         m, f, sp, u, w, param = self.m, self.flag, self.sp, self.units, self.w, self.param
+        # the sampler's ready a cycle late: only the LM head's logits make it busy, and they
+        # follow this command, so an idle sampler stays idle until then
+        self.sampler_idle = Signal(name="sampler_idle")
+        m.d.sync += self.sampler_idle.eq(u.sampler.logits.ready)
         reader, mvu, norm, rope, att, swiglu = (sp.reader0, u.mvu, u.norm, u.rope, u.att,
                                                 u.swiglu)
+        # the beat: the embedding's row from the weights; a product's vector, a scratchpad row
+        # at a time (``i`` counts them, ``lane`` within the beat; rows past the vector, from
+        # ``count[0]`` on, are zeros)
+        beat, vw = self.beat.as_value(), self.p.vector_width
+        with m.If(f["embed_row"] & ~self.have & w.valid):
+            m.d.sync += beat.eq(w.data)
+        with m.If(f["loading"] & ~self.have & (self.padding | reader.valid)):
+            m.d.sync += beat.word_select(self.lane, 8 * vw).eq(
+                Mux(self.padding, 0, sp.low_bytes(reader.row)))
+            with m.If(self.i + 1 == self.count[0]):  # the vector's last row
+                m.d.sync += self.padding.eq(1)
         m.d.comb += [
             w.ready.eq((self.streaming & mvu.weights.ready) | (f["embed_row"] & ~self.have)),
             param.ready.eq((self.streaming & mvu.rowparam.ready) | f["embed_param"]
@@ -287,12 +332,31 @@ class Sequencer:
             swiglu.params.valid.eq(f["silu"]), swiglu.table.valid.eq(f["silu"] & param.valid),
             swiglu.params.payload.mult.eq(self.act_mult),
             swiglu.params.payload.shift.eq(self.act_shift),
-            swiglu.table.payload.addr.eq(self.i[:8]),
+            swiglu.table.payload.addr.eq(self.silu_index[:8]),
             norm.cmd.valid.eq(f["cmd_norm"]),
+            # the commands' payloads: registers and constants, whatever the operator
+            norm.cmd.payload.length.eq(self.c.hidden),
+            norm.cmd.payload.eps_q.eq(self.q_model.eps_q),
+            mvu.cmd.payload.eq(self.mvu_cmd), rope.cmd.payload.eq(self.token.pos),
+            *self._attention_payloads(),
             # the LM head begins when the sampler is idle: it takes a logit every cycle then
-            mvu.cmd.valid.eq(f["cmd_mvu"] | (f["cmd_sample"] & u.sampler.logits.ready)),
+            mvu.cmd.valid.eq(f["cmd_mvu"] | (f["cmd_sample"] & self.sampler_idle)),
             rope.cmd.valid.eq(f["cmd_rope"]), att.cmd.valid.eq(f["cmd_att"]),
         ]
+
+    def _attention_payloads(self):
+        """The attention's command (a job's query heads from ``head``) and its KV write (KV
+        head ``head``), from registers."""
+        c, att, head = self.c, self.units.att, self.head
+        group = c.heads // c.kv_heads
+        cmd, kv = att.cmd.payload, att.kv_write.payload
+        return [cmd.layer.eq(self.layer),
+                cmd.kv_head.eq(head // group if group > 1 else head),
+                cmd.length.eq(self.token.pos + 1),
+                cmd.exp_mult.eq(self.exp_mult), cmd.exp_shift.eq(self.exp_shift),
+                cmd.out_mult.eq(self.out_mult), cmd.out_shift.eq(self.out_shift),
+                kv.layer.eq(self.layer), kv.kv_head.eq(head), kv.pos.eq(self.token.pos),
+                kv.k.eq(self.krow), kv.v.eq(self.row)]
 
     def matvec_streams(self) -> None:
         """The prefetch buffers' payloads to the units, the weight and row-parameter streams'
@@ -317,6 +381,13 @@ class Sequencer:
         flag, reader, j = self.sink_of, sp.reader1, self.j
         sampler, swiglu = self.units.sampler, self.units.swiglu
         value, last = mvu.out.payload.value, mvu.out.payload.last
+        # the LM head's logits reach the sampler through a register (:data:`LOGIT_LATENCY`):
+        # the running maximum's comparison has the cycle to itself. The sampler takes every
+        # one (it is idle when the LM head begins: ``cmd_sample``)
+        self.logit = Signal(sampler.logits.payload.shape(), name="logit")
+        self.logit_valid = Signal(name="logit_valid")
+        m.d.sync += [self.logit_valid.eq(flag[Sink.SAMPLE] & mvu.out.valid),
+                     self.logit.value.eq(value), self.logit.last.eq(last)]
         # the reader's row is done with its last element (or the vector's)
         row_done = (equals(j[:sp.shift], self.p.vector_width - 1) if sp.shift else 1) | last
         m.d.comb += [
@@ -324,8 +395,7 @@ class Sequencer:
                              | (flag[Sink.ADD] & reader.valid)
                              | (flag[Sink.SWIGLU] & swiglu.x.ready & reader.valid)
                              | flag[Sink.STORE]),
-            sampler.logits.valid.eq(flag[Sink.SAMPLE] & mvu.out.valid),
-            sampler.logits.payload.value.eq(value), sampler.logits.payload.last.eq(last),
+            sampler.logits.valid.eq(self.logit_valid), sampler.logits.payload.eq(self.logit),
             swiglu.x.valid.eq(flag[Sink.SWIGLU] & mvu.out.valid & reader.valid),
             swiglu.x.payload.gate.eq(sp.element(reader.row, j)[:8]),
             swiglu.x.payload.up.eq(value[:8]), swiglu.x.payload.last.eq(last),
@@ -337,7 +407,9 @@ class Sequencer:
     def reset(self) -> None:
         """A new token: the first operator, the first layer."""
         assert OPERATORS[0].unit is Unit.EMBED
-        self.m.d.sync += [*self._counters(), self.pc.eq(0), self.layer.eq(0),
+        self.m.d.sync += [*self._counters(), self.i.eq(0), self.j.eq(0), self.k.eq(0),
+                          self.padding.eq(0),
+                          self.pc.eq(0), self.layer.eq(0),
                           self.flag["embed_param"].eq(1), self.flag["embedding"].eq(1),
                           self.w_base.eq(self.sp.start[OPERATORS[0].dst])]
 
@@ -350,7 +422,7 @@ class Sequencer:
     def next_op(self, op: Operator) -> None:
         """``op`` is done: on to the next operator (after a layer's last, the next layer)."""
         m = self.m
-        m.d.sync += self._counters()
+        m.d.sync += [*self._counters(), self.fresh.eq(1)]
         pc = OPERATORS.index(op)
         if pc == last_layer_pc():  # the next layer, or the final norm
             with m.If(self.layer == self.n_layers - 1):
@@ -369,6 +441,14 @@ class Sequencer:
             return []
         op = OPERATORS[pc]
         out = [self.w_base.eq(self.sp.start[op.dst])] if op.dst is not None else []
+        for k, run in enumerate(self._reads(op)):
+            if run is not None:
+                out += [self.first[k].eq(run[0]), self.count[k].eq(run[1])]
+        if op.unit is Unit.MATVEC:
+            cols, rows = getattr(self.c, op.cols), getattr(self.c, op.rows)
+            out.append(self.mvu_cmd.eq(self.mvu_cmd.shape().const({
+                "rows": rows, "beats": -(-cols // self.p.lanes),
+                "out_bits": OutBits[f"INT{op.out_bits}"], "reuse": op.reuse})))
         if op.unit is Unit.SILU_TABLE:
             out.append(self.flag["silu"].eq(1))
         elif pc == lm_head_pc():  # it waits for the sampler (:meth:`matvec_streams`)
@@ -376,6 +456,32 @@ class Sequencer:
         elif op.unit in COMMAND_FLAGS:
             out.append(self.flag[COMMAND_FLAGS[op.unit]].eq(1))
         return out
+
+    def _reads(self, op: Operator):
+        """``(first row, rows)`` of the runs ``op``'s two readers make (``None``: no run).
+        The attention's and the KV write's first run; each later one follows from it."""
+        c, vw, row_of = self.c, self.p.vector_width, self.sp.row_of
+        if op.unit is Unit.NORM:
+            return (row_of[op.src], c.hidden // vw), None
+        if op.unit is Unit.ROPE:
+            return (row_of[op.src], getattr(c, op.heads) * c.head_dim // vw), None
+        if op.unit is Unit.KV_WRITE:
+            return (row_of["k"], self.head_rows), None
+        if op.unit is Unit.ATTENTION:
+            return (row_of[op.src], self.p.heads_parallel * self.head_rows), None
+        if op.unit is Unit.MATVEC:
+            load = None if op.reuse else (row_of[op.src], getattr(c, op.cols) // vw)
+            rows = getattr(c, op.rows) // vw  # the residual's rows, or the gate's
+            if op.sink is Sink.ADD:
+                return load, (row_of[op.dst], rows)
+            if op.sink is Sink.SWIGLU:
+                return load, (row_of["g"], rows)
+            return load, None
+        return None, None
+
+    def _start(self, k: int) -> None:
+        """Reader ``k`` begins the run registered for it."""
+        (self.sp.reader0, self.sp.reader1)[k].start(self.first[k], self.count[k])
 
     def _embed_pipeline(self) -> None:
         """The embedding's requantizer: an element picked from the row's beat is requantized
@@ -398,8 +504,8 @@ class Sequencer:
             m.d.sync += [self.p_mult.eq(param.data.mult), self.p_shift.eq(param.data.shift),
                          *self._enter("embed_row", 1, leave="embed_param")]
         with m.If(equals(phase, 1)):
-            with m.If(~have & w.valid):  # ``embed_row``: the beat's ready
-                m.d.sync += [self.beat.eq(w.data), have.eq(1), lane.eq(0)]
+            with m.If(~have & w.valid):  # ``embed_row``: the beat taken (:meth:`feeds`)
+                m.d.sync += [have.eq(1), lane.eq(0)]
             with m.Elif(have):  # an element a cycle into the requantizer
                 m.d.comb += self.embed_pick.eq(1)
                 m.d.sync += [i.eq(i + 1), lane.eq(lane + 1)]
@@ -411,15 +517,10 @@ class Sequencer:
             self.next_op(op)
 
     def norm(self, op: Operator) -> None:
-        m, c, sp, norm = self.m, self.c, self.sp, self.units.norm
-        phase, j, vw = self.phase, self.j, self.p.vector_width
-        reader = sp.reader0
-        with m.If(equals(phase, 0)):
-            m.d.comb += [norm.cmd.payload.length.eq(c.hidden),
-                         norm.cmd.payload.eps_q.eq(self.q_model.eps_q)]
-            with m.If(norm.cmd.ready):
-                reader.start(sp.row_of[op.src], c.hidden // vw)
-                m.d.sync += self._enter("feed_norm", 1, leave="cmd_norm")
+        m, norm, phase, j = self.m, self.units.norm, self.phase, self.j
+        with m.If(equals(phase, 0) & norm.cmd.ready):  # the command: ``cmd_norm``
+            self._start(0)
+            m.d.sync += self._enter("feed_norm", 1, leave="cmd_norm")
         # rows in from the reader (``feed_norm``), ``j`` counts elements out
         with m.If(equals(phase, 1) & norm.y.valid):
             m.d.sync += j.eq(j + 1)
@@ -428,38 +529,29 @@ class Sequencer:
 
     def linear(self, op: Operator) -> None:
         m, sp, mvu = self.m, self.sp, self.units.mvu
-        phase, i, j, lane, have, beat = self.phase, self.i, self.j, self.lane, self.have, self.beat
+        phase, i, j, lane, have = self.phase, self.i, self.j, self.lane, self.have
         lanes, vw = self.p.lanes, self.p.vector_width
-        cols, rows = getattr(self.c, op.cols), getattr(self.c, op.rows)
+        cols = getattr(self.c, op.cols)
         beats = -(-cols // lanes)
         reader = sp.reader0
-        with m.If(equals(phase, 0)):
-            m.d.comb += [mvu.cmd.payload.rows.eq(rows),
-                         mvu.cmd.payload.beats.eq(beats),
-                         mvu.cmd.payload.out_bits.eq(OutBits[f"INT{op.out_bits}"]),
-                         mvu.cmd.payload.reuse.eq(op.reuse)]
-            with m.If(mvu.cmd.valid & mvu.cmd.ready):
-                m.d.sync += [self.flag["cmd_mvu"].eq(0), self.flag["cmd_sample"].eq(0),
-                             *(self._stream(op) if op.reuse else self._enter("loading", 1))]
-                if not op.reuse:
-                    reader.start(sp.row_of[op.src], cols // vw)
-                self._start_sink(op)
+        # the command (``mvu_cmd``, :meth:`feeds`)
+        with m.If(equals(phase, 0) & mvu.cmd.valid & mvu.cmd.ready):
+            m.d.sync += [self.flag["cmd_mvu"].eq(0), self.flag["cmd_sample"].eq(0),
+                         *(self._stream(op) if op.reuse else self._enter("loading", 1))]
+            if not op.reuse:
+                self._start(0)
+            if op.sink in (Sink.ADD, Sink.SWIGLU):  # the residual's rows, the gate's
+                self._start(1)
         if not op.reuse:
             # load the vector (``loading``), ``vw`` elements (one scratchpad row) a cycle and
             # ``lanes`` a beat; ``i`` counts rows, ``lane`` the rows of the beat; rows past the
             # vector are zeros
             with m.If(equals(phase, 1)):
-                with m.If(~have):
-                    padding = Signal()
-                    m.d.comb += padding.eq(i >= cols // vw)
-                    chunk = Signal(8 * vw)
-                    m.d.comb += chunk.eq(Mux(padding, 0, sp.low_bytes(reader.row)))
-                    with m.If(padding | reader.valid):
-                        m.d.sync += [beat.as_value().word_select(lane, 8 * vw).eq(chunk),
-                                     i.eq(i + 1), lane.eq(lane + 1)]
-                        with m.If(equals(lane, lanes // vw - 1)):
-                            m.d.sync += [have.eq(1), lane.eq(0)]
-                with m.Elif(mvu.vec.ready):
+                with m.If(~have & (self.padding | reader.valid)):  # into the beat: feeds()
+                    m.d.sync += [i.eq(i + 1), lane.eq(lane + 1)]
+                    with m.If(equals(lane, lanes // vw - 1)):
+                        m.d.sync += [have.eq(1), lane.eq(0)]
+                with m.Elif(have & mvu.vec.ready):
                     m.d.sync += have.eq(0)
                     with m.If(i >= beats * lanes // vw):
                         m.d.sync += self._stream(op)
@@ -470,14 +562,6 @@ class Sequencer:
                 if op.sink is not Sink.SWIGLU:
                     with m.If(mvu.out.payload.last):
                         self.next_op(op)
-
-    def _start_sink(self, op: Operator) -> None:
-        """The rows a sink reads as the results leave (the residual, the gate), read ahead."""
-        sp, vw, rows = self.sp, self.p.vector_width, getattr(self.c, op.rows)
-        if op.sink is Sink.ADD:
-            sp.reader1.start(sp.row_of[op.dst], rows // vw)
-        elif op.sink is Sink.SWIGLU:
-            sp.reader1.start(sp.row_of["g"], rows // vw)
 
     def _sink(self, op: Operator) -> None:
         """Where the matrix-vector results go, one a cycle (``j`` counts them); the
@@ -514,15 +598,12 @@ class Sequencer:
         ])
 
     def rope(self, op: Operator) -> None:  # in place, a scratchpad row a beat
-        m, sp, rope = self.m, self.sp, self.units.rope
+        m, rope = self.m, self.units.rope
         phase, i, j = self.phase, self.i, self.j
-        reader = sp.reader0
         n = getattr(self.c, op.heads) * self.c.head_dim // self.p.vector_width
-        with m.If(equals(phase, 0)):
-            m.d.comb += rope.cmd.payload.eq(self.token.pos)
-            with m.If(rope.cmd.ready):
-                reader.start(sp.row_of[op.src], n)
-                m.d.sync += self._enter("feed_rope", 1, leave="cmd_rope")
+        with m.If(equals(phase, 0) & rope.cmd.ready):  # the command: ``cmd_rope``
+            self._start(0)
+            m.d.sync += self._enter("feed_rope", 1, leave="cmd_rope")
         with m.If(equals(phase, 1)):  # ``feed_rope``: the rows in, the results out
             m.d.comb += rope.x.payload.last.eq(equals(i, n - 1))
             with m.If(rope.x.valid & rope.x.ready):
@@ -537,9 +618,11 @@ class Sequencer:
         m, sp, att, reader = self.m, self.sp, self.units.att, self.sp.reader0
         i, head, phase, vw = self.i, self.head, self.phase, self.p.vector_width
         head_rows, bits = self.head_rows, self.index_bits
-        for start_phase, buffer, target in ((0, "k", self.krow), (2, "v", self.row)):
+        # the head's K rows from ``first``, its V rows as far on as V's buffer is from K's
+        for start_phase, offset, target in ((0, 0, self.krow),
+                                            (2, sp.row_of["v"] - sp.row_of["k"], self.row)):
             with m.If(equals(phase, start_phase)):
-                reader.start(sp.row_of[buffer] + head * head_rows, head_rows)
+                reader.start(self.first[0] + offset, head_rows)
                 m.d.sync += [*self._enter("gather", start_phase + 1), i.eq(0)]
             # ``gather``: every row taken
             with m.If(equals(phase, start_phase + 1) & reader.valid):
@@ -549,14 +632,12 @@ class Sequencer:
                     m.d.sync += [phase.eq(start_phase + 2), self.flag["gather"].eq(0)]
                     if start_phase == 2:
                         m.d.sync += self.flag["send_kv"].eq(1)
-        with m.If(equals(phase, 4)):  # ``send_kv``: the write's valid
-            p = att.kv_write.payload
-            m.d.comb += [p.layer.eq(self.layer), p.kv_head.eq(head),
-                         p.pos.eq(self.token.pos), p.k.eq(self.krow), p.v.eq(self.row)]
-            with m.If(att.kv_write.ready):
-                m.d.sync += [phase.eq(0), head.eq(head + 1), self.flag["send_kv"].eq(0)]
-                with m.If(equals(head, self.c.kv_heads - 1)):
-                    self.next_op(op)
+        # the write (``send_kv``; its payload: :meth:`feeds`)
+        with m.If(equals(phase, 4) & att.kv_write.ready):
+            m.d.sync += [phase.eq(0), head.eq(head + 1), self.flag["send_kv"].eq(0),
+                         self.first[0].eq(self.first[0] + head_rows)]
+            with m.If(equals(head, self.c.kv_heads - 1)):
+                self.next_op(op)
 
     def attention(self, op: Operator) -> None:
         # ``head`` is the job's first query head, ``lane`` counts its query beats sent
@@ -564,19 +645,13 @@ class Sequencer:
         phase, i, j, lane, head = self.phase, self.i, self.j, self.lane, self.head
         hp, vw, head_rows = self.p.heads_parallel, self.p.vector_width, self.head_rows
         reader = sp.reader0
-        group = c.heads // c.kv_heads
-        with m.If(equals(phase, 0)):
-            cmd = att.cmd.payload
-            m.d.comb += [cmd.layer.eq(self.layer),
-                         cmd.kv_head.eq(head // group if group > 1 else head),
-                         cmd.length.eq(self.token.pos + 1),
-                         cmd.exp_mult.eq(self.exp_mult), cmd.exp_shift.eq(self.exp_shift),
-                         cmd.out_mult.eq(self.out_mult), cmd.out_shift.eq(self.out_shift)]
+        with m.If(equals(phase, 0)):  # the command (``cmd_att``, :meth:`feeds`)
             with m.If(att.cmd.ready):
                 # the job's query heads are consecutive rows
-                reader.start(sp.row_of[op.src] + head * head_rows, hp * head_rows)
-                m.d.sync += [*self._enter("gather", 1, leave="cmd_att"), i.eq(0), j.eq(0),
-                             lane.eq(0)]
+                self._start(0)
+                m.d.sync += self._enter("gather", 1, leave="cmd_att")
+            # a job's counters cleared while it waits (not under the unit's ready)
+            m.d.sync += [i.eq(0), j.eq(0), lane.eq(0)]
         # gather a query head, a scratchpad row a cycle
         with m.If(equals(phase, 1) & reader.valid):
             m.d.sync += [self.row.as_value().word_select(i[:self.index_bits], 8 * vw).eq(
@@ -584,9 +659,11 @@ class Sequencer:
                          i.eq(i + 1)]
             with m.If(equals(i, head_rows - 1)):
                 m.d.sync += self._enter("send_q", 2, leave="gather")
+        with m.If(equals(phase, 2)):
+            m.d.sync += i.eq(0)  # for the next head's gather (not under the unit's ready)
         with m.If(equals(phase, 2) & att.q.ready):  # ``send_q``: the query's valid
             last_head = equals(lane, hp - 1)
-            m.d.sync += [lane.eq(lane + 1), i.eq(0), phase.eq(Mux(last_head, 3, 1)),
+            m.d.sync += [lane.eq(lane + 1), phase.eq(Mux(last_head, 3, 1)),
                          self.flag["send_q"].eq(0), self.flag["gather"].eq(~last_head),
                          self.flag["draining"].eq(last_head)]
         # ``draining``: the results out; ``j`` counts rows
@@ -594,14 +671,15 @@ class Sequencer:
             m.d.sync += j.eq(j + 1)
             with m.If(att.out.payload.last):
                 m.d.sync += [head.eq(head + hp), phase.eq(0), self.flag["draining"].eq(0),
-                             self.flag["cmd_att"].eq(1)]
+                             self.flag["cmd_att"].eq(1),
+                             self.first[0].eq(self.first[0] + hp * head_rows)]
                 with m.If(equals(head, c.heads - hp)):
                     self.next_op(op)
 
     def silu_table(self, op: Operator) -> None:
         # ``silu`` (raised by the operator before): the table's entries in, one a cycle
-        m, param, i = self.m, self.param, self.i
+        m, param, i = self.m, self.param, self.silu_index
         with m.If(param.valid):
-            m.d.sync += i.eq(i + 1)
+            m.d.sync += self.i.eq(i + 1)
             with m.If(equals(i, 255)):
                 self.next_op(op)

@@ -32,7 +32,8 @@ from heteroreason.rtl.decoder.rmsnorm import EMIT_LATENCY as NORM_EMIT_LATENCY
 from heteroreason.rtl.decoder.rmsnorm import SCALE_CYCLES as NORM_SCALE_CYCLES
 from heteroreason.rtl.decoder.rmsnorm import square_latency
 from heteroreason.rtl.decoder.rope import LATENCY as ROPE_LATENCY
-from heteroreason.rtl.decoder.sequencer import EMBED_LATENCY, READ_LATENCY
+from heteroreason.rtl.decoder.sampler import LATENCY as SAMPLER_LATENCY
+from heteroreason.rtl.decoder.sequencer import EMBED_LATENCY, LOGIT_LATENCY, READ_LATENCY
 from heteroreason.rtl.decoder.swiglu import LATENCY as SWIGLU_LATENCY
 
 __all__ = ["OVERHEADS", "CoreTiming", "Overheads", "cycles_to_ms"]
@@ -185,7 +186,9 @@ class CoreTiming:
             stream(t + duration)
             delivered = max(delivered, consumed)
             t += duration
-        return t + o.tail
+        # a kept token's last logit reaches the sampler through a register; its sample
+        sample = LOGIT_LATENCY + SAMPLER_LATENCY if keep_logits else 0
+        return t + sample + o.tail
 
     def with_overheads(self, overheads: Overheads) -> CoreTiming:
         return replace(self, overheads=overheads)
