@@ -25,9 +25,11 @@ __all__ = ["DATASETS", "PAPER_LATENCY_S", "ReproRow", "load_trace_sets", "ordere
 DATASETS = ("math500", "gsm8k", "gaokao2023en", "olympiadbench")
 
 # Fig. 10, seconds per problem (docs/design.md §8): baseline, +T2, +T2+T1, and +T2+T1 without
-# backtracking (Config1 only); Fig. 9: RSD on three GPUs (the artifact's figure_metrics.json)
+# backtracking; Fig. 9: RSD on three GPUs (the artifact's
+# Analysis/reference_results/figure_metrics.json, ``figure10`` and ``figure9``, rounded)
 PAPER_LATENCY_S = {
     ("config1", "rsd", False): (9.63, 5.96, 10.74, 15.59),
+    ("config2", "rsd", False): (9.80, 6.05, 9.37, 13.05),
     ("config1", "baseline", True): (11.66, 6.39, 12.15, 21.44),
     ("config1", "t2", True): (9.66, 4.33, 10.42, 17.66),
     ("config1", "heteroreason", True): (8.84, 2.36, 8.73, 15.48),
@@ -35,6 +37,7 @@ PAPER_LATENCY_S = {
     ("config2", "baseline", True): (10.56, 7.16, 13.71, 17.94),
     ("config2", "t2", True): (8.75, 4.53, 8.71, 12.83),
     ("config2", "heteroreason", True): (8.87, 2.62, 9.05, 14.45),
+    ("config2", "heteroreason", False): (6.63, 2.15, 6.46, 10.93),
 }
 # Fig. 8 energy, J/token (Config1): baseline and HeteroReason
 PAPER_J_PER_TOKEN = {

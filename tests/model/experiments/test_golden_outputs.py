@@ -4,7 +4,8 @@ before the restructuring into packages (commit 423a7a3); the calibration points 
 the attention unit and the core's glue were, and when the prefetch buffers gained output
 registers and the core's token start a register (the +2 cycles a token move no table figure),
 and when the scratchpad readers gained a landing register and the sampler its interleaved
-maxima (+11 to +22 cycles a token: the last digit of five ``rtl-u280-300`` figures);
+maxima (+11 to +22 cycles a token: the last digit of five ``rtl-u280-300`` figures), and when
+the Config2 rows without backtracking gained the paper's figures (``paper s``, ``diff %``);
 the bundled tables when generated problems began to
 end at the PRM's context (OlympiadBench and the Gaokao and OlympiadBench traces without
 backtracking changed). A change of any figure fails here; an intended one
