@@ -7,12 +7,14 @@ Per-problem execution traces (``Hardware/inputs/Config1/with_bt/<dataset>/exampl
     ``no_bt`` set) need ``prompt_tokens`` from the caller.
 Token logs (JSONL with ``step_attempts``)
     ``accept`` -> accept, ``target_intervention`` -> rescue; a ``backtrack_trigger`` turns the
-    rescue before it into a backtrack of ``from_step - to_step`` steps, after which drafting
-    resumes (no regenerated step). After an earlier backtrack the logs' step numbers need not
-    match the accepted steps there are; a record whose backtrack would go back beyond the
-    start is inconsistent and is reported (``import_token_log(..., skip_invalid=True)`` lists
-    such records and imports the rest). Token logs carry no prompt length: the caller gives
-    one.
+    rescue before it into a backtrack: ``from_step`` is the chain position of that failed step
+    and ``to_step`` the last position kept, so ``from_step - to_step - 1`` accepted steps are
+    dropped beyond the failed one, after which drafting resumes (no regenerated step). (Read
+    so, every backtrack of the artifact's sample log names the failed step's position; read as
+    the position drafting resumes at, three of its eight records contradict themselves.) A
+    backtrack whose ``from_step`` is not the failed step's position is inconsistent and is
+    reported (``import_token_log(..., skip_invalid=True)`` lists such records and imports the
+    rest). Token logs carry no prompt length: the caller gives one.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def import_token_log_record(obj, *, dataset: str, where: str, prompt_tokens: int
     if not isinstance(attempts, list) or not attempts:
         raise TraceError(where, "step_attempts", "must be a non-empty list", attempts)
     steps: list[StepEvent] = []
+    chain = 0  # steps in the reasoning chain: the next step's position
     for i, attempt in enumerate(attempts):
         awhere = f"{where}: step_attempts[{i}]"
         if not isinstance(attempt, dict):
@@ -134,20 +137,26 @@ def import_token_log_record(obj, *, dataset: str, where: str, prompt_tokens: int
         outcome = _get(attempt, "outcome", awhere, (str,))
         if outcome == "accept":
             steps.append(StepEvent("accept", _count(attempt, "draft_tokens", awhere)))
+            chain += 1
         elif outcome == "target_intervention":
             steps.append(StepEvent("rescue", _count(attempt, "draft_tokens", awhere),
                                    _count(attempt, "target_tokens", awhere)))
+            chain += 1
         elif outcome == "backtrack_trigger":
             if not steps or steps[-1].outcome != "rescue":
                 raise TraceError(awhere, "outcome", "a backtrack must follow a target "
                                  "intervention", outcome)
-            distance = _count(attempt, "from_step", awhere) - _count(attempt, "to_step", awhere)
-            if distance < 1:
-                raise TraceError(awhere, "to_step", "must be before from_step",
-                                 attempt["to_step"])
+            source = _count(attempt, "from_step", awhere)
+            if source != chain - 1:
+                raise TraceError(awhere, "from_step", f"is not the position of the failed "
+                                 f"target step before it ({chain - 1})", source)
+            kept = _count(attempt, "to_step", awhere)
+            if kept >= source:
+                raise TraceError(awhere, "to_step", "must be before from_step", kept)
             failed = steps.pop()
             steps.append(StepEvent("backtrack", failed.draft_tokens, failed.target_tokens,
-                                   backtrack_steps=distance))
+                                   backtrack_steps=source - kept - 1))
+            chain = kept + 1
         else:
             raise TraceError(awhere, "outcome",
                              "is not accept, target_intervention or backtrack_trigger", outcome)

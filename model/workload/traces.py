@@ -23,13 +23,14 @@ round of drafting and verification:
 ``rescue``
     the draft's step was rejected and the target generated ``target_tokens`` instead;
 ``backtrack``
-    the draft's step was rejected, the target's step (``target_tokens``) failed too, and the
-    process went back ``backtrack_steps`` accepted steps; the target regenerated the earliest
-    dropped step with ``regenerated_tokens`` tokens (0 when drafting resumes there instead).
+    the draft's step was rejected, the target's step (``target_tokens``) failed too and was
+    dropped, and the process went back ``backtrack_steps`` more accepted steps (0: the failed
+    step alone); the target regenerated the earliest dropped step with ``regenerated_tokens``
+    tokens (0 when drafting resumes there instead).
 
 Consistency rules the loader enforces: token counts are non-negative integers, an accepted step
 has at least one draft token and no target tokens, a rescue has target tokens, a backtrack goes
-back at least one and at most ``max_backtrack_depth`` steps and no further than the accepted
+back at most ``max_backtrack_depth`` steps and no further than the accepted
 steps there are, a problem has at most ``max_backtracks`` backtracks, and known scores agree with
 the outcome and the thresholds. Every error names the file, line, field and value.
 """
@@ -290,14 +291,11 @@ def _step(obj, where: str, policy: Policy) -> StepEvent:
     if outcome != "backtrack" and (backtrack_steps or regenerated):
         key = "backtrack_steps" if backtrack_steps else "regenerated_tokens"
         raise TraceError(where, key, f"only a backtrack has {key}", obj[key])
-    if outcome == "backtrack":
-        if backtrack_steps < 1:
-            raise TraceError(where, "backtrack_steps", "a backtrack goes back at least one step",
-                             backtrack_steps)
-        if target_score is not None and target_score >= policy.backtrack_threshold:
-            raise TraceError(where, "target_score",
-                             f"a backtrack follows a target step below "
-                             f"{policy.backtrack_threshold}", target_score)
+    if outcome == "backtrack" and target_score is not None and \
+            target_score >= policy.backtrack_threshold:
+        raise TraceError(where, "target_score",
+                         f"a backtrack follows a target step below "
+                         f"{policy.backtrack_threshold}", target_score)
     return StepEvent(outcome, draft, target, draft_score, target_score, backtrack_steps,
                      regenerated, prefetch)
 

@@ -123,8 +123,8 @@ def _cases():
          "regenerated_tokens", "only a backtrack"))
     add(("rescue-prefetch", _set(("steps", 1, "prefetch_tokens"), 3), "prefetch_tokens",
          "only an accepted step"))
-    add(("backtrack-zero-steps", _set(("steps", 3, "backtrack_steps"), 0), "backtrack_steps",
-         "at least one step"))
+    add(("backtrack-negative-steps", _set(("steps", 3, "backtrack_steps"), -1),
+         "backtrack_steps", "at least 0"))
     add(("backtrack-beyond-start", _set(("steps", 3, "backtrack_steps"), 4), "backtrack_steps",
          "beyond the start"))
     add(("backtrack-target-passed", _set(("steps", 3, "target_score"), 0.9), "target_score",

@@ -26,13 +26,16 @@ def test_artifact_fixture_with_backtrack(fixtures):
 
 def test_token_log_fixture(fixtures):
     with pytest.raises(TraceError, match=rf"^{re.escape(str(fixtures))}/token_log\.jsonl:3: "
-                                         r"steps\[0\]: field 'backtrack_steps': goes back beyond "
-                                         r"the start: only 0 accepted steps \(got 5\)$"):
+                                         r"step_attempts\[1\]: field 'from_step': is not the "
+                                         r"position of the failed target step before it \(0\) "
+                                         r"\(got 5\)$"):
         import_token_log(fixtures / "token_log.jsonl", dataset="toy", prompt_tokens=30)
     traces, skipped = import_token_log(fixtures / "token_log.jsonl", dataset="toy",
                                        prompt_tokens=30, skip_invalid=True)
     assert [t.problem_id for t in traces] == ["0", "1"] and len(skipped) == 1
-    assert traces[1].steps[2] == StepEvent("backtrack", 113, 23, backtrack_steps=1)
+    # from 2 to 1: the failed step at position 2 alone is dropped, step 1 is kept
+    assert traces[1].steps[2] == StepEvent("backtrack", 113, 23, backtrack_steps=0)
+    assert traces[1].accepted_chain() == [14, 26, 38]
     assert traces[1].correct is False and traces[1].prompt_tokens == 30
 
 
@@ -89,5 +92,9 @@ def test_artifact_token_log_sample(artifact):
             / "gsm8k.head8.jsonl")
     traces, skipped = import_token_log(path, dataset="gsm8k", prompt_tokens=116,
                                        skip_invalid=True)
-    assert len(traces) + len(skipped) == 8 and len(traces) >= 7
-    assert sum(t.backtracks for t in traces) >= 5
+    # every record consistent once to_step is read as the last position kept
+    assert len(traces) == 8 and not skipped
+    assert sum(t.backtracks for t in traces) == 10
+    # record 8 (idx 7): backtracks 3 -> 1, 2 -> 0, 3 -> 2, then two accepted steps
+    assert [s.backtrack_steps for s in traces[7].steps if s.outcome == "backtrack"] == [1, 1, 0]
+    assert traces[7].accepted_chain() == [40, 140, 75, 56, 27]
