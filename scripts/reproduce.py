@@ -6,7 +6,8 @@
     python scripts/reproduce.py --traces $A/with_bt --no-bt-traces $A/no_bt \\
         --prompt-tokens 128 --configs config1
 
-Writes OUT/reproduction.{csv,json}, OUT/ablation.png, OUT/breakdown.png, OUT/gantt.png and
+Writes OUT/reproduction.{csv,json}, OUT/sources.csv (every input's figures and source),
+OUT/ablation.png, OUT/breakdown.png, OUT/gantt.png and
 OUT/gantt.trace.json (open it in chrome://tracing or Perfetto). Bad input exits with status 2.
 """
 
@@ -21,19 +22,24 @@ from heteroreason.model.experiments.break_even import BreakEven, break_even_tabl
 from heteroreason.model.experiments.plots import plot_ablation, plot_breakdown, plot_gantt
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.experiments.reproduce import (
+    SOURCES_HEADER,
     ReproRow,
     add_trace_set_options,
     bundled_sets,
     check_trace_set_options,
+    config_sources,
     load_trace_sets,
     ordered_datasets,
     reproduce,
     synthetic_no_backtrack_sets,
     write_rows,
+    write_sources,
 )
 from heteroreason.model.files import output_problem
+from heteroreason.model.system.config import system_config
 from heteroreason.model.system.scheduler import ScheduleError
 from heteroreason.model.system.simulate import chrome_trace, write_json
+from heteroreason.model.workload.bundled import BUNDLED_PROBLEMS, BUNDLED_SEED
 from heteroreason.model.workload.traces import TraceError
 
 
@@ -59,13 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     try:
         if args.traces is None:
-            with_bt, without_bt, source = bundled_sets(), synthetic_no_backtrack_sets(), "bundled"
+            with_bt, without_bt = bundled_sets(), synthetic_no_backtrack_sets()
+            source = f"bundled synthetic sets (seed {BUNDLED_SEED}, {BUNDLED_PROBLEMS} problems)"
+            no_bt_source = "their synthetic RSD companions (same seed and size)"
         else:
             with_bt = load_trace_sets(args.traces, prompt_tokens=args.prompt_tokens)
-            without_bt = None
+            without_bt, no_bt_source = None, "none"
             source = ", ".join(map(str, args.traces))
         if args.no_bt_traces is not None:
             without_bt = load_trace_sets(args.no_bt_traces, prompt_tokens=args.prompt_tokens)
+            no_bt_source = ", ".join(map(str, args.no_bt_traces))
         plotted = None if args.no_plots else (args.configs[0], ordered_datasets(with_bt)[0])
         rows, results = reproduce(args.configs, with_bt, without_bt, fpga=args.fpga,
                                   keep_runs_for=plotted)
@@ -83,11 +92,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reproduce: error: {exc}", file=sys.stderr)
             return 2
 
-    print(f"traces: {source}; FPGA model: {args.fpga}; "
-          f"J/token = busy-average system power x latency / drafted tokens (paper's method)")
+    print(f"traces with backtracking (bt yes): {source}; without (bt no): {no_bt_source}; "
+          f"FPGA model: {args.fpga}; speedup: the latency of the mode in 'vs' on the same "
+          f"traces over the row's; J/token = busy-average system power x latency / drafted "
+          f"tokens (paper's method)")
     print(format_table(ReproRow.HEADER, [r.cells() for r in rows]))
+    configs = [system_config(name, fpga=args.fpga) for name in args.configs]
+    print("the inputs of each configuration and their sources (OUT/sources.csv):")
+    print(format_table(SOURCES_HEADER, [list(r) for c in configs for r in config_sources(c)]))
     csv_path, json_path = write_rows(rows, args.out)
-    written = [csv_path, json_path]
+    written = [csv_path, json_path, write_sources(configs, args.out)]
     if not args.no_plots:
         written.append(plot_ablation(rows, args.out / "ablation.png"))
         written.append(plot_breakdown(rows, args.out / "breakdown.png"))

@@ -10,7 +10,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, Mode, system_config
+from heteroreason.model.system.config import (
+    CONFIGS,
+    FPGA_MODELS,
+    Mode,
+    SystemConfig,
+    system_config,
+)
 from heteroreason.model.system.metrics import DatasetMetrics
 from heteroreason.model.system.simulate import SimulationResult, simulate
 from heteroreason.model.workload.bundled import BUNDLED_PROBLEMS, BUNDLED_SEED, load_bundled
@@ -56,12 +62,13 @@ class ReproRow:
     backtracking: bool
     mode: str
     metrics: DatasetMetrics
-    speedup_vs_baseline: float
+    speedup: float  # the reference mode's latency over this row's, on the same traces
+    speedup_vs: str  # the reference: baseline with backtracking, rsd without
     paper_latency_s: float | None
     paper_j_per_token: float | None
 
     HEADER = ("config", "dataset", "bt", "mode", "latency s", "paper s", "diff %", "speedup",
-              "goodput tok/s", "throughput tok/s", "J/token", "paper J/token",
+              "vs", "goodput tok/s", "throughput tok/s", "J/token", "paper J/token",
               "J/output token (dev)", "stall %", "stalled steps %", "comm %",
               "wasted energy %")
 
@@ -72,7 +79,7 @@ class ReproRow:
         return [self.config, self.dataset, "yes" if self.backtracking else "no", self.mode,
                 f"{m.latency_s:.2f}",
                 "" if self.paper_latency_s is None else f"{self.paper_latency_s:.2f}", diff,
-                f"{self.speedup_vs_baseline:.2f}", f"{m.goodput_tokens_s:.1f}",
+                f"{self.speedup:.2f}", self.speedup_vs, f"{m.goodput_tokens_s:.1f}",
                 f"{m.throughput_tokens_s:.1f}", f"{m.j_per_token_system:.2f}",
                 "" if self.paper_j_per_token is None else f"{self.paper_j_per_token:.2f}",
                 f"{m.j_per_output_token_device:.2f}", f"{100 * m.stall_share:.1f}",
@@ -142,24 +149,64 @@ def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
     for config_name in configs:
         config = system_config(config_name, fpga=fpga)
         for dataset in ordered:
-            baseline = None
             plan = [(True, m, with_bt[dataset]) for m in MODES_WITH_BT]
             if without_bt and dataset in without_bt:
                 plan += [(False, m, without_bt[dataset]) for m in MODES_WITHOUT_BT]
+            reference: dict[bool, float] = {}  # the first mode of each plan: on its traces
             for bt, mode, traces in plan:
                 result = simulate(traces, config, mode,
                                   keep_runs=PLOTTED_RUNS if keep_runs_for == (config_name,
                                                                               dataset) and bt
                                   else False)
                 results[(config_name, dataset, bt, mode.value)] = result
-                if baseline is None:
-                    baseline = result.summary.latency_s
+                reference.setdefault(bt, result.summary.latency_s)
                 rows.append(ReproRow(
                     config_name, dataset, bt, mode.value, result.summary,
-                    baseline / result.summary.latency_s,
+                    reference[bt] / result.summary.latency_s,
+                    (MODES_WITH_BT if bt else MODES_WITHOUT_BT)[0].value,
                     _paper(PAPER_LATENCY_S, config_name, mode.value, bt, dataset),
                     _paper(PAPER_J_PER_TOKEN, config_name, mode.value, bt, dataset)))
     return rows, results
+
+
+SOURCES_HEADER = ("config", "role", "model", "figures", "source")
+
+
+def config_sources(config: SystemConfig) -> list[tuple[str, str, str, str, str]]:
+    """Every input of ``config`` with its figures and where they come from (a file and a
+    method, or the paper's claim): one row per model, link and power figure."""
+    rows = []
+    for role, t in (("draft (GPU)", config.draft_gpu), ("draft (FPGA)", config.fpga),
+                    ("PRM", config.prm), ("target", config.target)):
+        figures = (f"decode {t.decode_call_ms:g} ms/call + {t.decode_ms_per_token:g} ms/token "
+                   f"+ {t.decode_ms_per_kv_token:g} ms/KV token; prefill {t.prefill_call_ms:g} "
+                   f"ms/call + {t.prefill_ms_per_token:g} ms/token")
+        rows.append((config.name, role, t.name, figures, t.source or "(none recorded)"))
+    link = config.link
+    rows.append((config.name, "link", link.name,
+                 f"{link.bandwidth_bytes_per_s / 1e9:g} GB/s, {link.latency_ms:g} ms",
+                 link.source or "(none recorded)"))
+    for role, p in (("power: draft GPU", config.draft_gpu_power), ("power: PRM", config.prm_power),
+                    ("power: target", config.target_power), ("power: FPGA", config.fpga_power)):
+        rows.append((config.name, role, p.name, f"{p.active_w:g} W active, {p.idle_w:g} W idle",
+                     p.source or "(none recorded)"))
+    rows.append((config.name, "system power", "three GPUs / FPGA + two GPUs",
+                 f"{config.three_gpu_system_w:g} W / {config.fpga_system_w:g} W",
+                 "artifact's busy-average measurement (power_smoke_results.json); the FPGA "
+                 "figure with the board's power swapped for another board's"))
+    return rows
+
+
+def write_sources(configs: Sequence[SystemConfig], out_dir: Path) -> Path:
+    """``OUT/sources.csv``: :func:`config_sources` of every configuration."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "sources.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(SOURCES_HEADER)
+        for config in configs:
+            writer.writerows(config_sources(config))
+    return path
 
 
 def write_rows(rows: Sequence[ReproRow], out_dir: Path) -> tuple[Path, Path]:
@@ -172,7 +219,7 @@ def write_rows(rows: Sequence[ReproRow], out_dir: Path) -> tuple[Path, Path]:
     json_path = out_dir / "reproduction.json"
     json_path.write_text(json.dumps(
         [{"config": r.config, "dataset": r.dataset, "backtracking": r.backtracking,
-          "mode": r.mode, "speedup_vs_baseline": r.speedup_vs_baseline,
+          "mode": r.mode, "speedup": r.speedup, "speedup_vs": r.speedup_vs,
           "paper_latency_s": r.paper_latency_s, "paper_j_per_token": r.paper_j_per_token,
           **asdict(r.metrics)} for r in rows], indent=1))
     return csv_path, json_path

@@ -128,7 +128,10 @@ PRESETS: dict[str, LlmTiming] = {t.name: t for t in (
     LlmTiming("fpga/artifact-u280-config2", "qwen2.5-0.5b", "u280-300",
               decode_ms_per_token=5.74,
               decode_ms_per_kv_token=0.004928,
-              source="artifact simulator configs (Hardware/simulator/configs/config2.json)"),
+              source="artifact simulator configs (Hardware/simulator/configs/config2.json); "
+                     "its KV term is twice config1.json's 0.002464 for the same FPGA and draft "
+                     "(an inconsistency of the artifact, kept as it has it: "
+                     "--fpga rtl-u280-300 replaces it by the RTL-calibrated model)"),
     LlmTiming("fpga/artifact-v80", "qwen2.5-0.5b", "v80", decode_ms_per_token=2.87,
               source="docs/design.md §8: V80 2.87 ms per token"),
 )}

@@ -21,6 +21,7 @@ class LinkConfig:
     name: str
     bandwidth_bytes_per_s: float
     latency_ms: float
+    source: str = ""
 
     def __post_init__(self):
         if self.bandwidth_bytes_per_s <= 0:
@@ -45,14 +46,14 @@ class LinkConfig:
         return self.transfer_ms(model.kv_bytes_per_token(bytes_per_element) * prompt_tokens)
 
 
+_LINK_SOURCE = ("bandwidth: the effective figure the artifact's simulator and docs/design.md §10 "
+                "use; latency: assumed, a DMA round trip's order of magnitude")
 LINKS: dict[str, LinkConfig] = {c.name: c for c in (
-    # effective bandwidths as the artifact's simulator and docs/design.md §10 use them; the fixed
-    # latency is a DMA round trip's order of magnitude
-    LinkConfig("pcie3-x16", 16e9, 0.001),
-    LinkConfig("pcie4-x16", 32e9, 0.001),
-    LinkConfig("pcie5-x8", 32e9, 0.001),
-    LinkConfig("pcie5-x16", 64e9, 0.001),
-    LinkConfig("ideal", 1e18, 0.0),
+    LinkConfig("pcie3-x16", 16e9, 0.001, _LINK_SOURCE),
+    LinkConfig("pcie4-x16", 32e9, 0.001, _LINK_SOURCE),
+    LinkConfig("pcie5-x8", 32e9, 0.001, _LINK_SOURCE),
+    LinkConfig("pcie5-x16", 64e9, 0.001, _LINK_SOURCE),
+    LinkConfig("ideal", 1e18, 0.0, "assumed: no link cost"),
 )}
 
 

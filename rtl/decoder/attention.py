@@ -204,7 +204,8 @@ class Attention(wiring.Component):
             issued=Signal(range(self._max_context + 1), name="issued"),
             issuing=Signal(name="issuing"),
             written=Signal(range(self._max_context), name="written"),
-            best=Signal(data.ArrayLayout(signed(32), nh), name="best"),
+            # as wide as a score (no wider: its comparison is a carry chain of that length)
+            best=Signal(data.ArrayLayout(signed(score_bits(self._head_dim)), nh), name="best"),
             have_best=Signal(name="have_best"),
             total=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="total"),
             remainder=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="remainder"),
@@ -315,6 +316,7 @@ class Attention(wiring.Component):
             products = [delay(m, query[i] * key_h[i], 2, name=f"qk{h}_{i}_", reset_less=True)
                         for i in range(hd)]
             dots.append(tree_sum_pipelined(m, products, name=f"score{h}"))
+            assert dots[-1].shape() == signed(score_bits(hd)), dots[-1].shape()
         valid = delay(m, valid, 3 + tree_latency(hd), name="score_valid")
         with m.If(equals(j.state, _SCORE) & valid):
             for h, dot in enumerate(dots):
@@ -438,6 +440,11 @@ DIVIDE_CYCLES = 47
 EXP_LATENCY = 3 + REQUANT_LATENCY + 4  # issue -> the exponential written
 ACCUMULATE_LATENCY = 2 + 4 + 1 + 2  # row taken -> its products added to the accumulators
 EMIT_LATENCY = 1 + REQUANT_LATENCY  # a beat issued -> on ``out``
+
+
+def score_bits(head_dim: int) -> int:
+    """Bits of a score: a sum of ``head_dim`` int8 x int8 products, a bit per adder level."""
+    return 16 + (head_dim - 1).bit_length()
 
 
 def job_cycles(*, head_dim: int, heads: int, width: int, length: int) -> int:

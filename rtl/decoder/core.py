@@ -27,7 +27,7 @@ from heteroreason.rtl.decoder.swiglu import SwiGlu
 __all__ = ["BUFFER_OUTPUT_LATENCY", "KV_PORTS", "PARAM_LAYOUT", "TOKEN_START_LATENCY",
            "DecoderCore"]
 
-BUFFER_OUTPUT_LATENCY = 1  # the prefetch buffers' output register: buffer head -> an operator
+BUFFER_OUTPUT_LATENCY = 2  # the prefetch buffers' landing and output registers: head -> operator
 TOKEN_START_LATENCY = 1  # a token taken -> its first operator's first cycle
 
 KV_PORTS = ("kv_store", "k_req", "v_req", "k_rows", "v_rows")
@@ -53,9 +53,9 @@ class DecoderCore(wiring.Component):
     stream beats into one matrix-vector beat, so with ``lanes > stream_bytes`` the
     matrix-vector unit drains the buffer faster than memory fills it and the stream never waits
     on compute once the buffer covers the longest stretch without a matrix-vector product. Both
-    buffers are read through two output registers taken in turn (:data:`BUFFER_OUTPUT_LATENCY`):
-    nothing waits behind a block RAM's clock-to-output in the cycle it reads, and the
-    consumer's ready reaches no read enable.
+    buffers are read through a landing register and three output registers taken in turn
+    (:data:`BUFFER_OUTPUT_LATENCY`): nothing but a register waits behind a block RAM's
+    clock-to-output in the cycle it reads, and the consumer's ready reaches no read enable.
 
     Activations live in one on-chip scratchpad of ``vector_width`` 16-bit elements a row,
     read synchronously through read-ahead row readers and written through a register
@@ -214,7 +214,7 @@ class DecoderCore(wiring.Component):
             seq.reset()
 
         lm_head = lm_head_pc()
-        with m.If(running & ~taken), m.Switch(seq.pc):
+        with m.If(running & ~taken & ~seq.leaving), m.Switch(seq.pc):
             for pc, op in enumerate(OPERATORS):
                 with m.Case(pc):
                     if pc == lm_head:
@@ -226,6 +226,7 @@ class DecoderCore(wiring.Component):
                         seq.run(op)
             with m.Default():
                 m.d.sync += running.eq(0)
+        seq.leave()
         seq.matvec_streams()
         seq.feeds()
         seq.writes()
@@ -290,30 +291,36 @@ class DecoderCore(wiring.Component):
 
 
 def _output_register(m, buffer, shape, name: str) -> Port:
-    """``buffer``'s read side through registers (:data:`BUFFER_OUTPUT_LATENCY` cycle): a block
-    RAM's clock-to-output leaves no time for logic behind it in the same cycle. Two entries
-    taken in turn, each loaded straight from the buffer's output: the buffer is read while one
-    is free (a registered condition, so the consumer's ready reaches no read enable), and its
-    head arrives in the entry whose turn it is (no logic between the block RAM and a
-    register). Full throughput: with one entry held, one arrives as the other is taken."""
-    entries = [Signal(shape, name=f"{name}_{k}", reset_less=True) for k in range(2)]
+    """``buffer``'s read side through registers (:data:`BUFFER_OUTPUT_LATENCY` cycles): a block
+    RAM's clock-to-output leaves no time for logic or a long route behind it in the same
+    cycle. Its output lands in a register of its own (loaded every cycle, nothing before it),
+    then in one of three entries taken in turn. The buffer is read while the entries have room
+    for every beat in flight (a registered condition, so the consumer's ready reaches no read
+    enable). Full throughput: a beat read, one landing and one held as another is taken."""
+    landed = Signal(shape, name=f"{name}_landed", reset_less=True)
+    landed_valid = Signal(name=f"{name}_landed_valid")
+    entries = [Signal(shape, name=f"{name}_{k}", reset_less=True) for k in range(3)]
     valid = Signal(name=f"{name}_valid")
     payload = Signal(shape, name=f"{name}_data")
-    held = Signal(range(3), name=f"{name}_held")
-    full = Signal(name=f"{name}_full")
-    front = Signal(name=f"{name}_front")  # the entry the consumer sees
-    back = Signal(name=f"{name}_back")  # the entry the next head arrives in
+    held = Signal(range(4), name=f"{name}_held")
+    room = Signal(name=f"{name}_room", init=1)  # held + landed < 3, registered
+    front = Signal(range(3), name=f"{name}_front")  # the entry the consumer sees
+    back = Signal(range(3), name=f"{name}_back")  # the entry the landed beat goes to
     port = Port(valid, Signal(name=f"{name}_ready"), payload)
-    arrive, take, after = Signal(), Signal(), Signal(range(3))
-    m.d.comb += [buffer.r_en.eq(~full), arrive.eq(buffer.r_rdy & ~full),
-                 take.eq(valid & port.ready), after.eq(held + arrive - take),
-                 payload.eq(Mux(front, entries[1], entries[0]))]
-    m.d.sync += [held.eq(after), full.eq(after == 2), valid.eq(after != 0)]
+    arrive, take, after = Signal(), Signal(), Signal(range(4))
+    m.d.comb += [buffer.r_en.eq(room), arrive.eq(buffer.r_rdy & room),
+                 take.eq(valid & port.ready), after.eq(held + landed_valid - take)]
+    with m.Switch(front):
+        for k, entry in enumerate(entries):
+            with m.Case(k):
+                m.d.comb += payload.eq(entry)
+    m.d.sync += [landed.eq(buffer.r_data), landed_valid.eq(arrive), held.eq(after),
+                 valid.eq(after != 0), room.eq(after + arrive < 3)]
     for k, entry in enumerate(entries):
-        with m.If(arrive & (back == k)):
-            m.d.sync += entry.eq(buffer.r_data)
-    with m.If(arrive):
-        m.d.sync += back.eq(~back)
+        with m.If(landed_valid & (back == k)):
+            m.d.sync += entry.eq(landed)
+    with m.If(landed_valid):
+        m.d.sync += back.eq(Mux(back == 2, 0, back + 1))
     with m.If(take):
-        m.d.sync += front.eq(~front)
+        m.d.sync += front.eq(Mux(front == 2, 0, front + 1))
     return port

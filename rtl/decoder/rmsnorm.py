@@ -21,7 +21,9 @@ __all__ = ["DIVIDER_CYCLES", "EMIT_LATENCY", "SCALE_CYCLES", "RmsNorm", "square_
 _IDLE, _SUM, _DRAIN, _DIVIDE, _SCALE, _EMIT = range(6)
 _SUM_BITS = 48
 DIVIDER_CYCLES = _SUM_BITS + 1  # a quotient bit a cycle, then var = quotient + eps_q
-SCALE_CYCLES = 5  # bit length, the even shift, the mantissa, the table read, its register
+# bit length, the even shift, the mantissa's byte window, the mantissa, the table read, its
+# register
+SCALE_CYCLES = 6
 EMIT_LATENCY = 7 + REQUANT_LATENCY  # from an element issued to its result on ``y``
 
 
@@ -115,7 +117,9 @@ class RmsNorm(wiring.Component):
         var = Signal(unsigned(_SUM_BITS + 1))
         step = Signal(range(SCALE_CYCLES + 1))
         e = Signal(range(_SUM_BITS + 2))
-        s = Signal(signed(8))
+        # t = s + 8 for the even shift s: the mantissa is bits [t, t + 8) of var << 8
+        t = Signal(range(_SUM_BITS + 3))
+        window = Signal(unsigned(16))  # bits [8 (t // 8), + 16) of var << 8
         mant = Signal(unsigned(8))
         inv = Signal(unsigned(24))
         amount = Signal(range(32))  # 8 + s/2 (4..29): the shift that yields Q.15
@@ -178,21 +182,27 @@ class RmsNorm(wiring.Component):
         # the table is read every cycle from a register (a small table may become logic)
         m.d.comb += lookup.addr.eq(mant)
         with m.If(equals(state, _SCALE)):
-            # e = bit_length(var); s = e - 8 rounded up to even; m = var >> s (or << -s); the
-            # table; a step a cycle
+            # e = bit_length(var); s = e - 8 rounded up to even; m = var >> s (or << -s),
+            # as bits [t, t + 8) of var << 8 with t = s + 8 = e + e % 2, a byte window then
+            # an even shift within it (no wide shifter in one cycle); the table; a step a cycle
             m.d.sync += step.eq(step + 1)
+            wide = Cat(Const(0, 8), var, Const(0, 16))
             with m.Switch(step):
                 with m.Case(0):
                     m.d.sync += e.eq(bit_length(m, var))
                 with m.Case(1):
-                    m.d.sync += s.eq(e - 8 + ((e - 8) & 1))
+                    m.d.sync += t.eq(e + e[0])
                 with m.Case(2):
-                    with m.If(s >= 0):
-                        m.d.sync += mant.eq(var >> s.as_unsigned())
-                    with m.Else():
-                        m.d.sync += mant.eq(var << (-s).as_unsigned())
-                    m.d.sync += amount.eq(8 + (s >> 1))
-                with m.Case(4):  # (step 3 read the table at mant)
+                    with m.Switch(t[3:]):
+                        for k in range((len(wide) - 16) // 8 + 1):
+                            with m.Case(k):
+                                m.d.sync += window.eq(wide[8 * k:8 * k + 16])
+                    m.d.sync += amount.eq(4 + t[1:])  # 8 + s / 2
+                with m.Case(3), m.Switch(t[1:3]):
+                    for k in range(4):
+                        with m.Case(k):
+                            m.d.sync += mant.eq(window[2 * k:2 * k + 8])
+                with m.Case(5):  # (step 4 read the table at mant)
                     m.d.sync += [inv.eq(lookup.data), index.eq(0), row.eq(0), lane.eq(0),
                                  state.eq(_EMIT)]
 

@@ -26,8 +26,8 @@ from heteroreason.rtl.decoder.operators import (
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.decoder.pipeline import REQUANT_LATENCY, delay, requantize_pipelined
 
-__all__ = ["EMBED_LATENCY", "LOGIT_LATENCY", "READ_LATENCY", "SCRATCH_BUFFERS", "Port", "RowReader",
-           "Scratchpad", "Sequencer", "Units"]
+__all__ = ["EMBED_LATENCY", "LEAVE_LATENCY", "LOGIT_LATENCY", "READ_LATENCY", "SCRATCH_BUFFERS",
+           "Port", "RowReader", "Scratchpad", "Sequencer", "Units"]
 
 SCRATCH_BUFFERS = ("r", "h", "q", "k", "v", "a", "g", "x")
 # the registered flags the handshakes and writes follow (:meth:`Sequencer.feeds`,
@@ -45,6 +45,7 @@ COMMAND_FLAGS = {Unit.NORM: "cmd_norm", Unit.MATVEC: "cmd_mvu", Unit.ROPE: "cmd_
 # the landing register, the reader's register
 READ_LATENCY = 3
 LOGIT_LATENCY = 1  # an LM head result -> the sampler's input
+LEAVE_LATENCY = 1  # an operator's last handshake -> the next operator's first cycle, less one
 EMBED_LATENCY = 1 + REQUANT_LATENCY  # an embedding element picked -> stored
 
 
@@ -251,6 +252,12 @@ class Sequencer:
         # in that cycle take precedence (elaborated after these)
         self.fresh = Signal(name="fresh")
         m.d.sync += self.fresh.eq(0)
+        # an operator's last handshake raises ``leaving`` and nothing else: the next cycle
+        # (:data:`LEAVE_LATENCY`), with the operator's case idle, its flags are lowered and the
+        # next operator's raised (see :meth:`leave`), so that no unit's handshake reaches the
+        # many registers an operator's change sets
+        self.leaving = Signal(name="leaving")
+        m.d.sync += self.leaving.eq(0)
         with m.If(self.fresh):
             m.d.sync += [self.i.eq(0), self.j.eq(0), self.k.eq(0), self.padding.eq(0)]
         self._embed_pipeline()
@@ -420,18 +427,28 @@ class Sequencer:
          Unit.SILU_TABLE: self.silu_table}[op.unit](op)
 
     def next_op(self, op: Operator) -> None:
-        """``op`` is done: on to the next operator (after a layer's last, the next layer)."""
+        """``op`` is done (its last handshake): on to the next operator a cycle later."""
+        self.m.d.sync += self.leaving.eq(1)
+
+    def leave(self) -> None:
+        """The cycle after an operator's last handshake (``leaving``; its case is idle then):
+        on to the next operator (after a layer's last, the next layer). Elaborated once,
+        outside the operators' cases."""
         m = self.m
-        m.d.sync += [*self._counters(), self.fresh.eq(1)]
-        pc = OPERATORS.index(op)
-        if pc == last_layer_pc():  # the next layer, or the final norm
-            with m.If(self.layer == self.n_layers - 1):
-                m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
-            with m.Else():
-                m.d.sync += [self.pc.eq(first_layer_pc()), self.layer.eq(self.layer + 1),
-                             *self._arrive(first_layer_pc())]
-        else:
-            m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
+        with m.If(self.leaving):
+            m.d.sync += [*self._counters(), self.fresh.eq(1)]
+            with m.Switch(self.pc):
+                for pc in range(len(OPERATORS)):
+                    with m.Case(pc):
+                        if pc == last_layer_pc():  # the next layer, or the final norm
+                            with m.If(self.layer == self.n_layers - 1):
+                                m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
+                            with m.Else():
+                                m.d.sync += [self.pc.eq(first_layer_pc()),
+                                             self.layer.eq(self.layer + 1),
+                                             *self._arrive(first_layer_pc())]
+                        else:
+                            m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
 
     def _arrive(self, pc: int):
         """Assignments that raise the flags operator ``pc`` starts with — its unit's command
@@ -671,15 +688,17 @@ class Sequencer:
             m.d.sync += j.eq(j + 1)
             with m.If(att.out.payload.last):
                 m.d.sync += [head.eq(head + hp), phase.eq(0), self.flag["draining"].eq(0),
-                             self.flag["cmd_att"].eq(1),
                              self.first[0].eq(self.first[0] + hp * head_rows)]
                 with m.If(equals(head, c.heads - hp)):
                     self.next_op(op)
+                with m.Else():  # the next job's command
+                    m.d.sync += self.flag["cmd_att"].eq(1)
 
     def silu_table(self, op: Operator) -> None:
         # ``silu`` (raised by the operator before): the table's entries in, one a cycle
         m, param, i = self.m, self.param, self.silu_index
         with m.If(param.valid):
             m.d.sync += self.i.eq(i + 1)
-            with m.If(equals(i, 255)):
+            with m.If(equals(i, 255)):  # the buffer's next entry is the next operator's
+                m.d.sync += self.flag["silu"].eq(0)
                 self.next_op(op)

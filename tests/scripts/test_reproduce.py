@@ -28,6 +28,18 @@ def test_reproduce_on_bundled_traces(tmp_path):
         hetero = by_key[("config1", dataset, "yes", "heteroreason")]
         base = by_key[("config1", dataset, "yes", "baseline")]
         assert float(hetero["J/token"]) < float(base["J/token"])
+    for r in rows:  # each speedup against its reference mode on the same traces
+        assert r["vs"] == ("baseline" if r["bt"] == "yes" else "rsd"), r
+        ref = by_key[(r["config"], r["dataset"], r["bt"], r["vs"])]
+        ratio = float(ref["latency s"]) / float(r["latency s"])
+        assert abs(float(r["speedup"]) / ratio - 1) < 0.01, (r, ratio)
+    sources = list(csv.DictReader((tmp_path / "sources.csv").read_text().splitlines()))
+    roles = {"draft (GPU)", "draft (FPGA)", "PRM", "target", "link", "power: draft GPU",
+             "power: PRM", "power: target", "power: FPGA", "system power"}
+    assert {(s["config"], s["role"]) for s in sources} == \
+        {(c, role) for c in ("config1", "config2") for role in roles}
+    assert all(s["source"] and s["source"] != "(none recorded)" for s in sources), sources
+    assert "the inputs of each configuration and their sources" in proc.stdout
 
 
 def test_reproduce_on_artifact_samples(tmp_path, artifact):

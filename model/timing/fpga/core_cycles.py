@@ -33,7 +33,12 @@ from heteroreason.rtl.decoder.rmsnorm import SCALE_CYCLES as NORM_SCALE_CYCLES
 from heteroreason.rtl.decoder.rmsnorm import square_latency
 from heteroreason.rtl.decoder.rope import LATENCY as ROPE_LATENCY
 from heteroreason.rtl.decoder.sampler import LATENCY as SAMPLER_LATENCY
-from heteroreason.rtl.decoder.sequencer import EMBED_LATENCY, LOGIT_LATENCY, READ_LATENCY
+from heteroreason.rtl.decoder.sequencer import (
+    EMBED_LATENCY,
+    LEAVE_LATENCY,
+    LOGIT_LATENCY,
+    READ_LATENCY,
+)
 from heteroreason.rtl.decoder.swiglu import LATENCY as SWIGLU_LATENCY
 
 __all__ = ["OVERHEADS", "CoreTiming", "Overheads", "cycles_to_ms"]
@@ -160,8 +165,11 @@ class CoreTiming:
 
         sinks = [op.sink for _, op in token_operators(self.config.layers,
                                                       keep_logits=keep_logits)]
-        for (name, compute, mv_beats), sink in zip(
-                self.operators(position, keep_logits=keep_logits), sinks, strict=True):
+        for index, ((name, compute, mv_beats), sink) in enumerate(zip(
+                self.operators(position, keep_logits=keep_logits), sinks, strict=True)):
+            if index:  # the operator before leaves a cycle after its last handshake
+                stream(t + LEAVE_LATENCY)
+                t += LEAVE_LATENCY
             if name == "embed":  # its row is the stream's first data
                 rows = -(-self.config.hidden // p.lanes) * r
                 start = max(t, first + rows)
@@ -186,8 +194,9 @@ class CoreTiming:
             stream(t + duration)
             delivered = max(delivered, consumed)
             t += duration
-        # a kept token's last logit reaches the sampler through a register; its sample
-        sample = LOGIT_LATENCY + SAMPLER_LATENCY if keep_logits else 0
+        # a kept token's last logit reaches the sampler through a register; its sample (the
+        # LM head's leave cycle within it). Without logits: the final norm's leave cycle
+        sample = LOGIT_LATENCY + SAMPLER_LATENCY if keep_logits else LEAVE_LATENCY
         return t + sample + o.tail
 
     def with_overheads(self, overheads: Overheads) -> CoreTiming:

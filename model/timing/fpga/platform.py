@@ -106,7 +106,9 @@ def board_power(name: str) -> DevicePower:
     """The board's power for the energy model. One figure per board (an implementation
     report's): the clocks keep running while the design waits, so idle equals active."""
     board = fpga_board(name)
-    return DevicePower(board.name, board.power_w, board.power_w, board.source)
+    return DevicePower(board.name, board.power_w, board.power_w,
+                       f"{board.source}; idle: assumed equal to active (the design's clocks "
+                       "run while it waits; no measurement of the board idle)")
 
 
 def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:

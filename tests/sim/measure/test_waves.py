@@ -7,7 +7,7 @@ from heteroreason.rtl.decoder.core import TOKEN_START_LATENCY
 from heteroreason.rtl.decoder.operators import LAYER_OPERATORS
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.decoder.sampler import LATENCY as SAMPLER_LATENCY
-from heteroreason.rtl.decoder.sequencer import LOGIT_LATENCY
+from heteroreason.rtl.decoder.sequencer import LEAVE_LATENCY, LOGIT_LATENCY
 from heteroreason.sim.measure.cycles import measure_token_cycles
 from heteroreason.sim.measure.waves import core_activity, operator_name
 from heteroreason.sim.verify.runner import run_cocotb
@@ -43,14 +43,15 @@ def test_decoder_waveform_agrees_with_the_counters():
         assert wave.stream_beats == count.stream_beats
         assert wave.weight_wait == count.weight_wait
         assert wave.buffer_full == count.buffer_full
-        # after the sequencer's end: the last logit's register, the sampler's pipeline
+        # after the sequencer's end: the last logit's register and the sampler's pipeline,
+        # less the LM head's leave cycle (which they overlap)
         offsets.add(count.cycles - wave.busy_cycles)
         # the operators of the table, then the sequencer's one end cycle
         assert [operator_name(o[0]) for o in wave.operators] == expected
         assert wave.operators[-1][3] == 1
         assert wave.start_cycles == TOKEN_START_LATENCY
         assert sum(o[3] for o in wave.operators) + wave.start_cycles == wave.busy_cycles
-    assert offsets == {LOGIT_LATENCY + SAMPLER_LATENCY}
+    assert offsets == {LOGIT_LATENCY + SAMPLER_LATENCY - LEAVE_LATENCY}
     # attention grows with the context, the matrix-vector operators do not
     attention = [sum(o[3] for o in t.operators if operator_name(o[0]) == "attention")
                  for t in tokens]
