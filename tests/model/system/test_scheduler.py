@@ -118,6 +118,20 @@ def test_recorded_prefetch_lengths_bound_the_prefetch_and_the_cache():
     assert 0 < short.cached_tokens_reused <= 12 < unknown.cached_tokens_reused
 
 
+@pytest.mark.parametrize("mode", [Mode.BASELINE, Mode.T2, Mode.HETEROREASON])
+def test_a_backtrack_of_no_steps_drops_the_failed_step_alone(mode):
+    """``backtrack_steps`` 0 (a token log's backtrack to the step before the failed one): the
+    chain keeps every accepted step; drafting resumes at the failed step's position."""
+    tr = trace(StepEvent("accept", 10), StepEvent("accept", 20),
+               StepEvent("backtrack", 5, 6, backtrack_steps=0), StepEvent("accept", 7))
+    assert tr.accepted_chain() == [10, 20, 7]
+    run = simulate_problem(tr, CFG, mode)
+    check_timeline(run)
+    assert run.output_tokens == 37
+    drafts = [iv for iv in run.intervals if iv.kind == "draft" and not iv.wasted]
+    assert sorted({iv.step for iv in drafts}) == [0, 1, 2, 3]
+
+
 def test_bad_input():
     bt = trace(StepEvent("accept", 3), StepEvent("backtrack", 1, 1, backtrack_steps=1))
     with pytest.raises(ScheduleError, match=r"^problem 0 \(toy\) has 1 backtrack\(s\): mode rsd "
