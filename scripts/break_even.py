@@ -41,10 +41,13 @@ GPU_ONLY = [m.value for m in Mode if not m.on_fpga and m.backtracking]
 
 
 def draft_marks(config_name: str) -> dict[str, float]:
-    """Draft speeds to mark: the configuration's GPU draft and FPGA model, this project's
-    RTL-calibrated boards (decode ms/token at context 0)."""
+    """Draft speeds to mark: the GPU draft (measured, and the paper's claim), the
+    configuration's FPGA model, this project's RTL-calibrated boards (decode ms/token at
+    context 0)."""
     config = system_config(config_name)
-    marks = {"GPU draft": config.draft_gpu.decode_ms_per_token,
+    marks = {"GPU draft (measured)": config.draft_gpu.decode_ms_per_token,
+             "GPU draft (paper)": system_config(config_name, gpu_draft="paper")
+             .draft_gpu.decode_ms_per_token,
              "artifact U280": config.fpga.decode_ms_per_token}
     for board in BOARDS:
         marks[f"rtl-{board}"] = draft_timing(board).decode_ms_per_token
@@ -83,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             load_trace_sets(args.traces, prompt_tokens=args.prompt_tokens)
         rows, panels = break_even_table(
             {d: sets[d] for d in ordered_datasets(sets)}, args.configs, fpga=args.fpga,
+            gpu_draft=args.gpu_draft,
             against=args.against, low_ms=low, high_ms=high,
             progress=lambda line: print(f"  {line}", file=sys.stderr))
     except (TraceError, ScheduleError, ValueError) as exc:

@@ -3,6 +3,7 @@
 
     python scripts/device_models.py presets
     python scripts/device_models.py fit PROFILE.csv [--max-latency-ms 5000]
+    python scripts/device_models.py measured [PROFILE.csv ...]   # the GPU presets' fits
     python scripts/device_models.py roofline [--context 512]
 
 Bad input exits with status 2 and a message naming the file, line and column.
@@ -17,10 +18,11 @@ from pathlib import Path
 
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.numerics.qwen2_config import qwen2_config
-from heteroreason.model.timing.device_timing import PRESETS
+from heteroreason.model.timing.device_timing import MEASURED_PROFILES, PRESETS
 from heteroreason.model.timing.energy import DEVICE_POWER
 from heteroreason.model.timing.gpu import GPUS, roofline_check
 from heteroreason.model.timing.link import LINKS
+from heteroreason.model.timing.measured_gpu import fit_roles, significant
 from heteroreason.model.timing.profile_fit import (
     ComponentFit,
     ProfileError,
@@ -58,6 +60,49 @@ def cmd_fit(args) -> int:
     return 0
 
 
+# where the artifact keeps its step profiles, relative to its root
+PROFILE_FOLDER = Path("AE_hardware/inputs/step_profile_csv/config2")
+DEFAULT_ARTIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / \
+    "heteroreason-artifact"
+
+
+def _dataset(path: Path) -> str:
+    """The dataset a profile is of (the artifact names it in the file name)."""
+    for name in ("math500", "gsm8k", "aime", "olympiad"):
+        if name in path.name.lower():
+            return name
+    return path.stem
+
+
+def cmd_measured(args) -> int:
+    files = args.files or sorted((DEFAULT_ARTIFACT / PROFILE_FOLDER).glob("*.csv"))
+    if not files:
+        raise ProfileError(f"no profiles given and none at {DEFAULT_ARTIFACT / PROFILE_FOLDER}")
+    profiles = {}
+    for path in files:
+        name = _dataset(path)
+        if name in profiles:
+            raise ProfileError(f"{path}: a second profile of dataset {name}")
+        profiles[name] = read_profile(path)
+    fits = fit_roles(profiles, max_latency_ms=args.max_latency_ms)
+    rows = []
+    for role, f in fits.items():
+        cross = "; ".join(f"{c.fitted_on}->{c.tested_on} {c.median_abs_pct_error:.1f}"
+                          for c in f.cross)
+        rows.append([role, significant(f.call_ms), significant(f.ms_per_token),
+                     significant(f.ms_per_kv_token),
+                     " + ".join(str(n) for n in f.rows.values()),
+                     f"{f.median_abs_pct_error:.1f}", cross, f.kv_note])
+    print(f"{', '.join(map(str, files))} (rows at or above {args.max_latency_ms:g} ms dropped)")
+    print(format_table(["role", "call ms", "ms/token", "ms/kv token", "rows",
+                        "median |err| %", "cross-validated median |err| %", "KV term"], rows))
+    print()
+    print("each preset's source, as device_timing states it:")
+    for role, f in fits.items():
+        print(f"  {role}: {f.source(MEASURED_PROFILES)}")
+    return 0
+
+
 def cmd_roofline(args) -> int:
     rows = []
     for t in PRESETS.values():
@@ -79,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fit", help="fit GPU coefficients from per-step profile CSVs")
     f.add_argument("files", nargs="+", type=Path)
     f.add_argument("--max-latency-ms", type=float, default=5000.0)
+    me = sub.add_parser("measured", help="the GPU presets' fits, cross-validated between "
+                                        "the datasets' profiles")
+    me.add_argument("files", nargs="*", type=Path,
+                    help="profiles, one per dataset (default: the artifact's Config2 ones "
+                         "in ../shared)")
+    me.add_argument("--max-latency-ms", type=float, default=5000.0)
     r = sub.add_parser("roofline", help="measured coefficients against the GPU roofline")
     r.add_argument("--context", type=int, default=512)
     args = parser.parse_args(argv)
@@ -87,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--max-latency-ms must be a finite positive number, not {limit}")
     if getattr(args, "context", 0) < 0:
         parser.error(f"--context must be a non-negative integer, not {args.context}")
-    handler = {"presets": cmd_presets, "fit": cmd_fit, "roofline": cmd_roofline}[args.command]
+    handler = {"presets": cmd_presets, "fit": cmd_fit, "measured": cmd_measured,
+               "roofline": cmd_roofline}[args.command]
     try:
         return handler(args)
     except ProfileError as exc:

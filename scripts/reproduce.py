@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             no_bt_source = ", ".join(map(str, args.no_bt_traces))
         plotted = None if args.no_plots else (args.configs[0], ordered_datasets(with_bt)[0])
         rows, results = reproduce(args.configs, with_bt, without_bt, fpga=args.fpga,
+                                  gpu_draft=args.gpu_draft,
                                   keep_runs_for=plotted)
     except (TraceError, ScheduleError, ValueError) as exc:
         print(f"reproduce: error: {exc}", file=sys.stderr)
@@ -87,17 +88,19 @@ def main(argv: list[str] | None = None) -> int:
         try:
             break_even_rows, _ = break_even_table(
                 {d: with_bt[d] for d in ordered_datasets(with_bt)}, args.configs,
-                fpga=args.fpga)
+                fpga=args.fpga, gpu_draft=args.gpu_draft)
         except (ScheduleError, ValueError) as exc:
             print(f"reproduce: error: {exc}", file=sys.stderr)
             return 2
 
     print(f"traces with backtracking (bt yes): {source}; without (bt no): {no_bt_source}; "
-          f"FPGA model: {args.fpga}; speedup: the latency of the mode in 'vs' on the same "
+          f"FPGA model: {args.fpga}; GPU draft: {args.gpu_draft}; "
+          f"speedup: the latency of the mode in 'vs' on the same "
           f"traces over the row's; J/token = busy-average system power x latency / drafted "
           f"tokens (paper's method)")
     print(format_table(ReproRow.HEADER, [r.cells() for r in rows]))
-    configs = [system_config(name, fpga=args.fpga) for name in args.configs]
+    configs = [system_config(name, fpga=args.fpga, gpu_draft=args.gpu_draft)
+               for name in args.configs]
     print("the inputs of each configuration and their sources (OUT/sources.csv):")
     print(format_table(SOURCES_HEADER, [list(r) for c in configs for r in config_sources(c)]))
     csv_path, json_path = write_rows(rows, args.out)

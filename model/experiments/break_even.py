@@ -164,7 +164,7 @@ def break_even(traces: Sequence[ProblemTrace], config: SystemConfig, against: Mo
 
 
 def break_even_table(sets: dict[str, Sequence[ProblemTrace]], configs: Sequence[str], *,
-                     fpga: str | None = None,
+                     fpga: str | None = None, gpu_draft: str = "measured",
                      against: Sequence[Mode | str] = (Mode.T2, Mode.BASELINE),
                      low_ms: float = DEFAULT_RANGE_MS[0], high_ms: float = DEFAULT_RANGE_MS[1],
                      progress: Callable[[str], None] | None = None):
@@ -174,7 +174,7 @@ def break_even_table(sets: dict[str, Sequence[ProblemTrace]], configs: Sequence[
     rows: list[BreakEven] = []
     panels = []
     for config_name in configs:
-        config = system_config(config_name, fpga=fpga)
+        config = system_config(config_name, fpga=fpga, gpu_draft=gpu_draft)
         for dataset, traces in sets.items():
             found, curve = break_evens(traces, config, against, dataset=dataset,
                                        low_ms=low_ms, high_ms=high_ms)

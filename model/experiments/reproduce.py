@@ -13,6 +13,7 @@ from pathlib import Path
 from heteroreason.model.system.config import (
     CONFIGS,
     FPGA_MODELS,
+    GPU_DRAFTS,
     Mode,
     SystemConfig,
     system_config,
@@ -134,6 +135,7 @@ def ordered_datasets(sets: dict[str, list[ProblemTrace]]) -> list[str]:
 
 def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
               without_bt: dict[str, list[ProblemTrace]] | None, *, fpga: str | None = None,
+              gpu_draft: str = "measured",
               keep_runs_for: tuple[str, str] | None = None,
               ) -> tuple[list[ReproRow], dict[tuple, SimulationResult]]:
     """Every configuration, dataset and mode. Timelines are kept only for the first
@@ -147,7 +149,7 @@ def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
                          f"{', '.join(sorted(with_bt))})")
     ordered = ordered_datasets(with_bt)
     for config_name in configs:
-        config = system_config(config_name, fpga=fpga)
+        config = system_config(config_name, fpga=fpga, gpu_draft=gpu_draft)
         for dataset in ordered:
             plan = [(True, m, with_bt[dataset]) for m in MODES_WITH_BT]
             if without_bt and dataset in without_bt:
@@ -235,6 +237,9 @@ def add_trace_set_options(parser: argparse.ArgumentParser, *, fpga_help: str) ->
                         help="prompt length for artifact traces that lack one")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--fpga", default="artifact", choices=list(FPGA_MODELS), help=fpga_help)
+    parser.add_argument("--gpu-draft", default="measured", choices=list(GPU_DRAFTS),
+                        help="the GPU draft: fitted on the measured step profiles (default) or "
+                             "the paper's claimed 125 tok/s")
 
 
 def check_trace_set_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -12,7 +12,7 @@ from heteroreason.model.timing.energy import DevicePower, power
 from heteroreason.model.timing.fpga.platform import BOARDS, board_power, draft_timing
 from heteroreason.model.timing.link import LinkConfig, link
 
-__all__ = ["CONFIGS", "FPGA_MODELS", "Mode", "SystemConfig", "system_config"]
+__all__ = ["CONFIGS", "FPGA_MODELS", "GPU_DRAFTS", "Mode", "SystemConfig", "system_config"]
 
 
 class Mode(enum.Enum):
@@ -101,6 +101,10 @@ ARTIFACT_BOARD = "u280-300"
 
 DRAFT_MODEL = qwen2_config("qwen2.5-0.5b")
 
+# the GPU draft models a configuration can run with: the one fitted on the measured step
+# profiles (the configuration's own, the default) or the paper's claimed 125 tok/s
+GPU_DRAFTS = {"measured": None, "paper": "gpu/draft-paper"}
+
 # the last two figures of each: the busy-average system power the artifact measured with three
 # GPUs and with the FPGA and two GPUs (power_smoke_results.json)
 CONFIGS: dict[str, SystemConfig] = {
@@ -117,11 +121,18 @@ CONFIGS: dict[str, SystemConfig] = {
 }
 
 
-def system_config(name: str, *, fpga: str | None = None) -> SystemConfig:
-    """A configuration by name, optionally with another FPGA draft model (:data:`FPGA_MODELS`)."""
+def system_config(name: str, *, fpga: str | None = None,
+                  gpu_draft: str = "measured") -> SystemConfig:
+    """A configuration by name, optionally with another FPGA draft model (:data:`FPGA_MODELS`)
+    or GPU draft model (:data:`GPU_DRAFTS`)."""
     if name not in CONFIGS:
         raise ValueError(f"unknown config {name!r}; choose one of {', '.join(CONFIGS)}")
+    if gpu_draft not in GPU_DRAFTS:
+        raise ValueError(f"unknown GPU draft model {gpu_draft!r}; choose one of "
+                         f"{', '.join(GPU_DRAFTS)}")
     config = CONFIGS[name]
+    if GPU_DRAFTS[gpu_draft] is not None:
+        config = replace(config, draft_gpu=timing(GPU_DRAFTS[gpu_draft]))
     if fpga is not None:
         if fpga not in FPGA_MODELS:
             raise ValueError(f"unknown FPGA model {fpga!r}; choose one of "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 
-__all__ = ["PAPER_U280", "PRESETS", "LlmTiming", "timing"]
+__all__ = ["MEASURED_PROFILES", "PAPER_U280", "PRESETS", "LlmTiming", "timing"]
 
 
 @dataclass(frozen=True)
@@ -95,33 +95,62 @@ def _check_count(name: str, value) -> None:
 
 
 _ARTIFACT = "artifact simulator configs (Hardware/simulator/configs/config1.json)"
-_CONFIG2_FIT = ("least-squares fits of the Config2 per-step profiles, GSM8K/MATH500 midpoints "
-                "(docs/design.md §8)")
 
 _MAC_RATIO_1P5B_TO_7B = (qwen2_config("qwen2.5-1.5b").macs_per_token()
                          / qwen2_config("qwen2.5-7b").macs_per_token())
 
+# the step profiles every measured GPU preset is fitted on (scripts/device_models.py measured
+# prints the fits; tests/model/timing/test_measured_gpu.py refits them and checks each
+# preset's coefficients and source against the fit)
+MEASURED_PROFILES = "the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv)"
+_DRAFT_FIT = (
+    "Huber fit of the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv) "
+    "(9471 gsm8k + 5869 math500 rows; scripts/device_models.py measured): median |error| 7.0 %, "
+    "cross-validated gsm8k->math500 6.1 %, math500->gsm8k 10.9 %; KV term: kept (t = 12.7, "
+    "lowers every cross-validated error)")
+_PRM_FIT = (
+    "Huber fit of the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv) "
+    "(9491 gsm8k + 5925 math500 rows; scripts/device_models.py measured): median |error| 7.2 %, "
+    "cross-validated gsm8k->math500 8.7 %, math500->gsm8k 8.6 %; KV term: not in a "
+    "prefill-shaped form")
+_TARGET_FIT = (
+    "Huber fit of the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv) "
+    "(2046 gsm8k + 1410 math500 rows; scripts/device_models.py measured): median |error| 3.5 %, "
+    "cross-validated gsm8k->math500 2.9 %, math500->gsm8k 4.3 %; KV term: kept (t = 8.3, "
+    "lowers every cross-validated error)")
+_DRAFT_PREFILL = "; prefill: " + _ARTIFACT
+
+
+def _measured_draft(name: str) -> LlmTiming:
+    # the same 0.5B draft on the same RTX 3090 in both configurations: one fit
+    return LlmTiming(name, "qwen2.5-0.5b", "rtx3090", decode_call_ms=3.609,
+                     decode_ms_per_token=4.482, decode_ms_per_kv_token=0.0001125,
+                     prefill_call_ms=16.123062, prefill_ms_per_token=0.006210,
+                     source=_DRAFT_FIT + _DRAFT_PREFILL)
+
+
 PRESETS: dict[str, LlmTiming] = {t.name: t for t in (
     # Config1: 0.5B draft, 7B PRM, 7B target, three RTX 3090
-    LlmTiming("config1/draft", "qwen2.5-0.5b", "rtx3090", decode_ms_per_token=8.0,
-              prefill_call_ms=16.123062, prefill_ms_per_token=0.006210,
-              source="125 tok/s measured (Config1, RSD, MATH500); prefill: " + _ARTIFACT),
+    _measured_draft("config1/draft"),
     LlmTiming("config1/prm", "qwen2.5-math-prm-7b", "rtx3090", decode_ms_per_token=0.0,
               prefill_call_ms=14.415958, prefill_ms_per_token=0.194878, source=_ARTIFACT),
     LlmTiming("config1/target", "qwen2.5-7b", "rtx3090", decode_ms_per_token=19.442100,
               decode_ms_per_kv_token=0.000415545, prefill_ms_per_token=0.244993,
               source=_ARTIFACT),
     # Config2: 0.5B draft, 7B PRM, 1.5B target
-    LlmTiming("config2/draft", "qwen2.5-0.5b", "rtx3090", decode_call_ms=4.9,
-              decode_ms_per_token=4.6, prefill_call_ms=16.123062,
-              prefill_ms_per_token=0.006210, source=_CONFIG2_FIT),
+    _measured_draft("config2/draft"),
     LlmTiming("config2/prm", "qwen2.5-math-prm-7b", "rtx3090", decode_ms_per_token=0.0,
-              prefill_call_ms=17.0, prefill_ms_per_token=0.23, source=_CONFIG2_FIT),
-    LlmTiming("config2/target", "qwen2.5-1.5b", "rtx3090", decode_call_ms=43.0,
-              decode_ms_per_token=6.25,
+              prefill_call_ms=24.19, prefill_ms_per_token=0.1966, source=_PRM_FIT),
+    LlmTiming("config2/target", "qwen2.5-1.5b", "rtx3090", decode_call_ms=50.74,
+              decode_ms_per_token=5.788, decode_ms_per_kv_token=5.377e-05,
               prefill_ms_per_token=round(0.244993 * _MAC_RATIO_1P5B_TO_7B, 6),
-              source=_CONFIG2_FIT + "; prefill: Config1's 7B prefill scaled by the MAC ratio "
+              source=_TARGET_FIT + "; prefill: Config1's 7B prefill scaled by the MAC ratio "
                      "(the artifact's 0.0018 ms/token is below the roofline)"),
+    # the paper's claim for the GPU draft (either configuration): a flat 8.0 ms a token
+    LlmTiming("gpu/draft-paper", "qwen2.5-0.5b", "rtx3090", decode_ms_per_token=8.0,
+              prefill_call_ms=16.123062, prefill_ms_per_token=0.006210,
+              source="the paper's claim: 125 tok/s (Config1, RSD, MATH500), the artifact's "
+                     "config1/draft" + _DRAFT_PREFILL),
     # the FPGA draft of the artifact's simulator (300 MHz U280; V80 projected)
     LlmTiming("fpga/artifact-u280", "qwen2.5-0.5b", "u280-300", decode_ms_per_token=5.74,
               decode_ms_per_kv_token=0.002464, source=_ARTIFACT),

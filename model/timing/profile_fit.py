@@ -31,7 +31,8 @@ import numpy as np
 
 from heteroreason.model.files import InputError, read_text
 
-__all__ = ["COMPONENTS", "ComponentFit", "ProfileError", "fit_profile", "read_profile"]
+__all__ = ["COMPONENTS", "CONTEXT_COLUMNS", "ComponentFit", "ProfileError", "fit_profile",
+           "huber_fit", "read_profile"]
 
 COMPONENTS = {
     "draft": ("draft_latency_ms", "draft_calls", "draft_output_tokens"),
@@ -39,6 +40,9 @@ COMPONENTS = {
     "target": ("target_latency_ms", "target_calls", "target_output_tokens"),
 }
 REQUIRED = sorted({c for cols in COMPONENTS.values() for c in cols})
+# the context of a decode call (its KV cache), read when the header has it: the fits with a KV
+# term (:mod:`heteroreason.model.timing.measured_gpu`) need it
+CONTEXT_COLUMNS = ("draft_input_tokens", "target_input_tokens")
 
 
 class ProfileError(ValueError):
@@ -85,10 +89,11 @@ def read_profile(path: Path | str) -> dict[str, np.ndarray]:
     if missing:
         raise ProfileError(f"{path}: missing column(s) {', '.join(missing)}; "
                            f"the header has {', '.join(reader.fieldnames)}")
-    columns: dict[str, list[float]] = {c: [] for c in REQUIRED}
+    wanted = REQUIRED + [c for c in CONTEXT_COLUMNS if c in reader.fieldnames]
+    columns: dict[str, list[float]] = {c: [] for c in wanted}
     for row in reader:
         line = reader.line_num
-        for c in REQUIRED:
+        for c in wanted:
             cell = row.get(c)
             try:
                 value = float(cell)
@@ -104,7 +109,9 @@ def read_profile(path: Path | str) -> dict[str, np.ndarray]:
     return {c: np.asarray(v) for c, v in columns.items()}
 
 
-def _huber(x: np.ndarray, y: np.ndarray, iterations: int = 50) -> np.ndarray:
+def huber_fit(x: np.ndarray, y: np.ndarray, iterations: int = 50) -> np.ndarray:
+    """The coefficients of ``y ~ x`` under a Huber loss (k = 1.345 MADs), by iteratively
+    reweighted least squares from the plain fit."""
     coef = np.linalg.lstsq(x, y, rcond=None)[0]
     for _ in range(iterations):
         resid = y - x @ coef
@@ -146,7 +153,7 @@ def fit_profile(columns: dict[str, np.ndarray], *, max_latency_ms: float = 5000.
         if reason:
             reasons.append(f"{name}: {reason}")
             continue
-        robust = _huber(x, y)
+        robust = huber_fit(x, y)
         plain, rss = np.linalg.lstsq(x, y, rcond=None)[:2]
         sigma2 = float(rss[0]) / (len(y) - 2) if len(rss) else 0.0
         stderr = np.sqrt(np.diag(sigma2 * np.linalg.inv(x.T @ x)))

@@ -56,11 +56,13 @@ FULL_GRID = (
 )
 
 
-def measure(entry: GridEntry, *, waves: bool = False) -> tuple[list[Point], Path]:
+def measure(entry: GridEntry, *, waves: bool = False,
+            cxx_opt: str | None = None) -> tuple[list[Point], Path]:
     """Run one grid entry on the RTL; returns its points and the build directory (which holds
-    the waveform with ``waves``)."""
+    the waveform with ``waves``); ``cxx_opt`` as in :func:`.measure_token_cycles`."""
     run = measure_token_cycles(entry.preset, entry.params, entry.positions,
-                               latency=entry.memory_latency_cycles, waves=waves)
+                               latency=entry.memory_latency_cycles, waves=waves,
+                               cxx_opt=cxx_opt)
     points = [Point(entry.preset, entry.params, entry.memory_latency_cycles, t.position,
                     t.cycles) for t in run.tokens]
     return points, run.build_dir

@@ -9,7 +9,8 @@ the Config2 rows without backtracking gained the paper's figures (``paper s``, `
 and when the rows without backtracking took their speedup against RSD on their own traces (a
 ``vs`` column; the JSON's ``speedup`` and ``speedup_vs``) and an operator's change moved a cycle
 after its last handshake (+20 cycles a token on the U280 design: the last digit of ten
-``rtl-u280-300`` figures);
+``rtl-u280-300`` figures), and when the GPU models of the draft, Config2's PRM and Config2's
+target were fitted on the measured step profiles (every figure);
 the bundled tables when generated problems began to
 end at the PRM's context (OlympiadBench and the Gaokao and OlympiadBench traces without
 backtracking changed). A change of any figure fails here; an intended one
@@ -28,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 # the same program on the artifact's Config1 sample traces (../shared): digests only, the data
 # is not the project's to copy
-ARTIFACT_CSV_SHA256 = "81c2b2ac47fa298a0532ca8df1921f5bf19ad8fe5b2c8789c9699c71d7652a94"
-ARTIFACT_JSON_SHA256 = "56b39dda46eff87711d5176844b2582bec0221cb1ed96977ad338990c6a8085b"
+ARTIFACT_CSV_SHA256 = "a8ae0df30254532c342790a3b4d0d636585e24929d02fd3296b98fd16814ff9c"
+ARTIFACT_JSON_SHA256 = "669aba3e71de4f867b5cfd5c3c6c28a0697d9546f2434578b80cb250ef59ecc1"
 
 
 def reproduce(out: Path, *args) -> None:

@@ -16,7 +16,9 @@ def test_quick_grid_agrees_with_the_committed_calibration(entry):
     calibration = load_calibration()  # refuses a file from other RTL sources
     assert any(p.preset == "test-0.5b-layer" for p in calibration.held_out)
     assert all(abs(p.error(calibration.overheads)) <= 0.02 for p in calibration.held_out)
-    points, _ = measure(entry)
+    # one token a position: the build is the cost, and -O0 compiles the model in about half
+    # the time (the cycles do not depend on it)
+    points, _ = measure(entry, cxx_opt="-O0")
     assert [p.position for p in points] == list(entry.positions)
     for point in points:
         error = point.error(calibration.overheads)

@@ -19,10 +19,13 @@ CONTROLLER = ControllerConfig(delimiters=frozenset({16, 34}), eos=1, max_step_to
                               max_total_tokens=24, max_steps=4)
 
 
-# one worker runs the module: the fixture's co-simulation is its cost
+# one worker runs the module: the fixture's co-simulation is its cost; the fixture lives for
+# the worker's session, since a module-scoped one is torn down and run again whenever the worker
+# runs another module's test between two of these
 pytestmark = pytest.mark.xdist_group("cosim")
 
-@pytest.fixture(scope="module")
+
+@pytest.fixture(scope="session")
 def runs(tmp_path_factory):
     trace_file = tmp_path_factory.mktemp("cosim") / "traces.jsonl"
     reference = run_reference(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED)
