@@ -14,7 +14,8 @@ from matplotlib.patches import Patch
 from heteroreason.model.experiments.reproduce import DATASETS, PAPER_LATENCY_S, ReproRow
 from heteroreason.model.system.records import ProblemRun
 
-__all__ = ["plot_ablation", "plot_break_even", "plot_breakdown", "plot_gantt"]
+__all__ = ["plot_ablation", "plot_break_even", "plot_breakdown", "plot_gantt",
+           "plot_validation"]
 
 SERIES = [("baseline", True, "baseline (3 GPUs)"), ("t2", True, "+T2"),
           ("heteroreason", True, "+T2+T1 (HeteroReason)"),
@@ -209,4 +210,28 @@ def plot_fleet_sizing(rows: Sequence[dict], path: Path, *, rate_per_s: float | N
            title="capacity against power")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_validation(groups: dict[str, Sequence[tuple[float, float]]], path: Path, *,
+                    title: str) -> Path:
+    """Modelled against measured latency per problem (seconds, log-log), one series per
+    ``groups`` entry of ``(measured_s, modelled_s)``, the diagonal and a +-10 % band drawn."""
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    values = [v for pairs in groups.values() for pair in pairs for v in pair]
+    low, high = min(values) / 1.3, max(values) * 1.3
+    ax.plot([low, high], [low, high], color="0.3", lw=0.8)
+    ax.fill_between([low, high], [0.9 * low, 0.9 * high], [1.1 * low, 1.1 * high],
+                    color="0.85", label="+-10 %")
+    for k, (name, pairs) in enumerate(groups.items()):
+        ax.scatter([p[0] for p in pairs], [p[1] for p in pairs], s=6, alpha=0.6,
+                   color=("#4c72b0", "#dd8452", "#55a868", "#c44e52")[k % 4], label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_xlabel("measured (s/problem)")
+    ax.set_ylabel("modelled (s/problem)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
     return _save(fig, path)

@@ -31,8 +31,8 @@ import numpy as np
 
 from heteroreason.model.files import InputError, read_text
 
-__all__ = ["COMPONENTS", "CONTEXT_COLUMNS", "ComponentFit", "ProfileError", "fit_profile",
-           "huber_fit", "read_profile"]
+__all__ = ["COMPONENTS", "CONTEXT_COLUMNS", "PROBLEM_COLUMN", "ComponentFit", "ProfileError",
+           "fit_profile", "huber_fit", "read_profile"]
 
 COMPONENTS = {
     "draft": ("draft_latency_ms", "draft_calls", "draft_output_tokens"),
@@ -43,6 +43,8 @@ REQUIRED = sorted({c for cols in COMPONENTS.values() for c in cols})
 # the context of a decode call (its KV cache), read when the header has it: the fits with a KV
 # term (:mod:`heteroreason.model.timing.measured_gpu`) need it
 CONTEXT_COLUMNS = ("draft_input_tokens", "target_input_tokens")
+# the problem a row belongs to, read when present (the validation sums a problem's rows)
+PROBLEM_COLUMN = "example_idx"
 
 
 class ProfileError(ValueError):
@@ -89,7 +91,7 @@ def read_profile(path: Path | str) -> dict[str, np.ndarray]:
     if missing:
         raise ProfileError(f"{path}: missing column(s) {', '.join(missing)}; "
                            f"the header has {', '.join(reader.fieldnames)}")
-    wanted = REQUIRED + [c for c in CONTEXT_COLUMNS if c in reader.fieldnames]
+    wanted = REQUIRED + [c for c in (*CONTEXT_COLUMNS, PROBLEM_COLUMN) if c in reader.fieldnames]
     columns: dict[str, list[float]] = {c: [] for c in wanted}
     for row in reader:
         line = reader.line_num

@@ -1,0 +1,148 @@
+"""The system model against measurement (the validation report's level b): per problem, the
+latency the models give against the latency the artifact measured.
+
+* **Step profiles** (``AE_hardware/inputs/step_profile_csv``): each step's draft, PRM and target
+  latencies were measured; a problem's measured latency is the sum over its rows, its modelled
+  one the same sum of the GPU presets' forms
+  (:class:`~heteroreason.model.timing.device_timing.LlmTiming`) on the rows' own calls and
+  tokens — with the presets (fitted on every dataset) and cross-validated (refitted on the
+  other datasets alone, :mod:`~heteroreason.model.timing.measured_gpu`). Every problem counts,
+  its stalled rows too (a PRM call of 30 s on 88 tokens: the machine did something else); the
+  summary is the median of the per-problem errors, which such problems do not move.
+* **Token logs** (``AE_hardware/inputs/token_logs``): each record's wall-clock ``latency``
+  against the scheduler's ``baseline`` replay of the record imported as a trace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from heteroreason.model.files import read_text
+from heteroreason.model.system.config import SystemConfig
+from heteroreason.model.system.simulate import simulate
+from heteroreason.model.timing.device_timing import LlmTiming
+from heteroreason.model.timing.measured_gpu import ROLES, RoleFit, fit_roles
+from heteroreason.model.timing.profile_fit import PROBLEM_COLUMN, ProfileError
+from heteroreason.model.workload.trace_import import import_token_log
+
+__all__ = ["ProblemCheck", "median_abs_pct", "profile_checks", "token_log_checks"]
+
+
+@dataclass(frozen=True)
+class ProblemCheck:
+    """One problem: measured and modelled latency (ms); ``cross_ms`` is the cross-validated
+    model's where there is one."""
+
+    source: str
+    problem: str
+    steps: int
+    measured_ms: float
+    model_ms: float
+    cross_ms: float | None = None
+
+    @property
+    def error(self) -> float:
+        return (self.model_ms - self.measured_ms) / self.measured_ms
+
+    @property
+    def cross_error(self) -> float | None:
+        if self.cross_ms is None:
+            return None
+        return (self.cross_ms - self.measured_ms) / self.measured_ms
+
+
+def median_abs_pct(errors) -> float:
+    """The median of ``|errors|``, in per cent."""
+    values = [abs(e) for e in errors if e is not None]
+    if not values:
+        raise ValueError("no errors to summarize")
+    return float(100 * np.median(values))
+
+
+Coefficients = tuple[float, float, float]  # call ms, ms per token, ms per KV entry
+
+
+def _preset_coefficients(t: LlmTiming, role: str) -> Coefficients:
+    if ROLES[role][3] is None:  # prefill-shaped
+        return (t.prefill_call_ms, t.prefill_ms_per_token, 0.0)
+    return (t.decode_call_ms, t.decode_ms_per_token, t.decode_ms_per_kv_token)
+
+
+def _fit_coefficients(f: RoleFit) -> Coefficients:
+    return (f.call_ms, f.ms_per_token, f.ms_per_kv_token)
+
+
+def _row_ms(columns, role: str, c: Coefficients) -> np.ndarray:
+    _, calls, tokens, context = ROLES[role]
+    out = columns[tokens]
+    kv = out * columns[context] + out * (out + 1) / 2 if context else 0.0
+    return c[0] * columns[calls] + c[1] * out + c[2] * kv
+
+
+def profile_checks(profiles: Mapping[str, Mapping[str, np.ndarray]],
+                   presets: Mapping[str, LlmTiming], *, max_latency_ms: float = 5000.0
+                   ) -> list[ProblemCheck]:
+    """Every problem of every profile (dataset name -> columns with ``example_idx``), modelled
+    with ``presets`` (role -> timing) and cross-validated (the refits leave out rows at or
+    above ``max_latency_ms``, as the presets' fits do)."""
+    missing = [name for name, cols in profiles.items() if PROBLEM_COLUMN not in cols]
+    if missing:
+        raise ProfileError(f"{', '.join(missing)}: no '{PROBLEM_COLUMN}' column: the rows "
+                           f"cannot be summed per problem")
+    checks = []
+    for name, cols in sorted(profiles.items()):
+        others = {n: c for n, c in profiles.items() if n != name}
+        # the cross-validated model: fitted on the other datasets alone (with one other, a
+        # single fit: its own cross-validation is not needed here, so the folds are pooled)
+        cross = _fit_on(others, max_latency_ms) if others else None
+        measured = sum(cols[ROLES[r][0]] for r in ROLES)
+        model = sum(_row_ms(cols, r, _preset_coefficients(presets[r], r)) for r in ROLES)
+        cross_ms = (sum(_row_ms(cols, r, _fit_coefficients(cross[r])) for r in ROLES)
+                    if cross else None)
+        ids = cols[PROBLEM_COLUMN]
+        for problem in sorted(set(ids.tolist())):
+            rows = ids == problem
+            checks.append(ProblemCheck(
+                name, str(int(problem)), int(rows.sum()), float(measured[rows].sum()),
+                float(model[rows].sum()),
+                float(cross_ms[rows].sum()) if cross_ms is not None else None))
+    return checks
+
+
+def _fit_on(profiles, max_latency_ms) -> dict[str, RoleFit]:
+    if len(profiles) >= 2:
+        return fit_roles(profiles, max_latency_ms=max_latency_ms)
+    # one dataset: its rows split in two halves by problem, so that fit_roles can run (the
+    # coefficients are those of the pooled rows, which are all this dataset's)
+    (name, cols), = profiles.items()
+    ids = cols[PROBLEM_COLUMN]
+    half = ids < np.median(ids)
+    return fit_roles({f"{name}/a": {k: v[half] for k, v in cols.items()},
+                      f"{name}/b": {k: v[~half] for k, v in cols.items()}},
+                     max_latency_ms=max_latency_ms)
+
+
+def token_log_checks(path: Path | str, config: SystemConfig, *, dataset: str,
+                     prompt_tokens: int) -> list[ProblemCheck]:
+    """Every record of a token log: its measured ``latency`` (s) against ``baseline`` on
+    ``config``."""
+    traces, _ = import_token_log(path, dataset=dataset, prompt_tokens=prompt_tokens)
+    measured = {}
+    for number, line in enumerate(read_text(Path(path)).splitlines(), 1):
+        if line.strip():
+            record = json.loads(line)
+            latency = record.get("latency")
+            if isinstance(latency, bool) or not isinstance(latency, int | float) or \
+                    not latency > 0:
+                raise ProfileError(f"{path}:{number}: field 'latency' must be a positive "
+                                   f"number of seconds, not {latency!r}")
+            measured[str(record["idx"])] = 1000.0 * latency
+    result = simulate(traces, config, "baseline")
+    return [ProblemCheck(Path(path).name, run.trace.problem_id, len(run.trace.steps),
+                         measured[run.trace.problem_id], run.latency_ms)
+            for run in result.runs]
