@@ -235,3 +235,29 @@ def plot_validation(groups: dict[str, Sequence[tuple[float, float]]], path: Path
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     return _save(fig, path)
+
+
+def plot_schedule_ladder(rungs: Sequence[tuple[str, Sequence[float]]], path: Path, *,
+                         title: str) -> Path:
+    """Per-problem differences (fractions) of one replay against a reference, one row per
+    ``rungs`` entry (name, differences), from the top: each problem a dot, the median a bar."""
+    fig, ax = plt.subplots(figsize=(6.4, 0.42 * len(rungs) + 1.2))
+    for k, (_, diffs) in enumerate(rungs):
+        y = len(rungs) - 1 - k
+        pct = [100 * d for d in diffs]
+        jitter = [y + 0.25 * ((i * 0.618) % 1 - 0.5) for i in range(len(pct))]
+        ax.scatter(pct, jitter, s=5, alpha=0.5, color="#4c72b0")
+        median = sorted(pct)[len(pct) // 2]
+        ax.plot([median, median], [y - 0.3, y + 0.3], color="#c44e52", lw=1.5)
+    ax.axvline(0, color="0.3", lw=0.8)
+    ax.set_yticks(range(len(rungs)))
+    ax.set_yticklabels([name for name, _ in reversed(rungs)], fontsize=7)
+    ax.set_xscale("symlog", linthresh=0.1)
+    widest = max([abs(100 * d) for _, diffs in rungs for d in diffs] + [1.0])
+    ax.set_xlim(-1.3 * widest, 1.3 * widest)
+    ticks = [t for t in (-100, -10, -1, -0.1, 0, 0.1, 1, 10, 100) if abs(t) <= 1.3 * widest]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}" for t in ticks], fontsize=7)
+    ax.set_xlabel("difference per problem (%, logarithmic beyond 0.1 %)")
+    ax.set_title(title, fontsize=9)
+    return _save(fig, path)

@@ -11,26 +11,37 @@ latency the models give against the latency the artifact measured.
   summary is the median of the per-problem errors, which such problems do not move.
 * **Token logs** (``AE_hardware/inputs/token_logs``): each record's wall-clock ``latency``
   against the scheduler's ``baseline`` replay of the record imported as a trace.
+
+Level a (:func:`schedule_checks`): the scheduler's ``heteroreason`` replay against the
+artifact simulator's schedule (:mod:`~heteroreason.model.experiments.artifact_semantics`) on
+the same execution traces and coefficients, with the prompt convention aligned, then with each
+remaining difference switched to this project's semantics in turn.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from heteroreason.model.experiments.artifact_semantics import (
+    Alignment,
+    artifact_latency_ms,
+    read_artifact_problem,
+)
 from heteroreason.model.files import read_text
 from heteroreason.model.system.config import SystemConfig
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.timing.device_timing import LlmTiming
 from heteroreason.model.timing.measured_gpu import ROLES, RoleFit, fit_roles
 from heteroreason.model.timing.profile_fit import PROBLEM_COLUMN, ProfileError
-from heteroreason.model.workload.trace_import import import_token_log
+from heteroreason.model.workload.trace_import import import_artifact_file, import_token_log
 
-__all__ = ["ProblemCheck", "median_abs_pct", "profile_checks", "token_log_checks"]
+__all__ = ["ALIGNMENT_ORDER", "ProblemCheck", "ScheduleCheck", "median_abs_pct",
+           "profile_checks", "schedule_checks", "token_log_checks"]
 
 
 @dataclass(frozen=True)
@@ -146,3 +157,60 @@ def token_log_checks(path: Path | str, config: SystemConfig, *, dataset: str,
     return [ProblemCheck(Path(path).name, run.trace.problem_id, len(run.trace.steps),
                          measured[run.trace.problem_id], run.latency_ms)
             for run in result.runs]
+
+
+# the differences of this project's scheduler from the artifact's schedule, in the order the
+# report aligns them (the prompt's convention first: the scheduler follows it with
+# SystemConfig.prompt_in_contexts)
+ALIGNMENT_ORDER = tuple(n for n in Alignment.names() if n != "prompt_in_contexts")
+
+
+@dataclass(frozen=True)
+class ScheduleCheck:
+    """One problem on identical traces and coefficients (ms): the artifact's schedule
+    (``artifact_ms``, its conventions), this project's ``heteroreason`` replay with the
+    artifact's prompt convention (``ours_ms``) and with its own (``ours_prompt_ms``, against
+    ``artifact_prompt_ms``: the artifact's schedule with the prompt in the contexts); ``ladder_ms``:
+    the artifact's schedule with the differences of :data:`ALIGNMENT_ORDER` switched to this
+    project's semantics cumulatively, ``alone_ms`` each alone."""
+
+    dataset: str
+    problem: str
+    events: int
+    artifact_ms: float
+    ours_ms: float
+    artifact_prompt_ms: float
+    ours_prompt_ms: float
+    ladder_ms: tuple[float, ...]
+    alone_ms: tuple[float, ...]
+
+    @property
+    def difference(self) -> float:
+        """Ours against the artifact's schedule, conventions aligned."""
+        return (self.ours_ms - self.artifact_ms) / self.artifact_ms
+
+    def ladder_differences(self) -> tuple[float, ...]:
+        return tuple((self.ours_ms - a) / a for a in self.ladder_ms)
+
+
+def schedule_checks(files, config: SystemConfig) -> list[ScheduleCheck]:
+    """Every artifact execution trace in ``files`` (``example_<N>.json``, the dataset its
+    folder) on ``config``: see :class:`ScheduleCheck`."""
+    chain_only = replace(config, prompt_in_contexts=False)
+    checks = []
+    for path in files:
+        problem = read_artifact_problem(path)
+        trace = import_artifact_file(path)
+        ours = simulate([trace], chain_only, "heteroreason").runs[0].latency_ms
+        ours_prompt = simulate([trace], config, "heteroreason").runs[0].latency_ms
+        ladder, alone = [], []
+        for k, name in enumerate(ALIGNMENT_ORDER):
+            ladder.append(artifact_latency_ms(problem, config, Alignment(
+                **dict.fromkeys(ALIGNMENT_ORDER[:k + 1], True))))
+            alone.append(artifact_latency_ms(problem, config, Alignment(**{name: True})))
+        checks.append(ScheduleCheck(
+            problem.dataset, problem.problem_id, len(problem.events),
+            artifact_latency_ms(problem, config), ours,
+            artifact_latency_ms(problem, config, Alignment(prompt_in_contexts=True)),
+            ours_prompt, tuple(ladder), tuple(alone)))
+    return checks

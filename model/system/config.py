@@ -54,7 +54,14 @@ class Mode(enum.Enum):
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """The machine: the three models' timing, the FPGA draft, the link, device power."""
+    """The machine: the three models' timing, the FPGA draft, the link, device power.
+
+    ``prompt_in_contexts``: the prompt counts in every model's context (the PRM scores it, the
+    draft and the target attend to it), as the machine runs. ``False`` is the artifact
+    simulator's convention (contexts hold the reasoning chain alone; the prompt costs only the
+    initial prefill and KV migration), for comparisons on its terms (the validation report's
+    level a).
+    """
 
     name: str
     draft_gpu: LlmTiming
@@ -70,6 +77,7 @@ class SystemConfig:
     three_gpu_system_w: float
     fpga_system_w: float
     kv_bytes_per_element: float = 2.0
+    prompt_in_contexts: bool = True
 
     def with_fpga(self, fpga: LlmTiming, fpga_power: DevicePower | None = None) -> SystemConfig:
         """The configuration with another FPGA draft (and its board's power). The measured

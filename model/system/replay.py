@@ -45,7 +45,9 @@ class Replay:
         self.job_id = 0
         self.epoch = 0
         self.chain: list[int] = []  # tokens of each validated step
-        self.ctx = trace.prompt_tokens  # validated tokens (prompt + chain)
+        # validated tokens: the prompt (unless the configuration's convention leaves it out)
+        # and the chain
+        self.ctx = trace.prompt_tokens if config.prompt_in_contexts else 0
         self.target_kv = 0
         self.v = 0  # the step being decided
         self.done_ms: float | None = None

@@ -110,12 +110,13 @@ def test_the_script_writes_the_report_and_skips_what_is_missing(tmp_path):
     report = (out / "validation.md").read_text()
     assert "| math500 | 40 | 0.0 |" in report
     assert "Skipped: no token logs in" in report
+    assert "Skipped: no execution traces in" in report
     for name in ("profile_checks.csv", "validation_profiles.png"):
         assert (out / name).stat().st_size > 0
     none = subprocess.run([sys.executable, str(SCRIPT), "--artifact", str(tmp_path / "absent"),
                            "--out", str(out)], capture_output=True, text=True)
     assert none.returncode == 2
-    assert "validate: error: no artifact data: neither" in none.stderr
+    assert "validate: error: no artifact data: none of" in none.stderr
     bad = subprocess.run([sys.executable, str(SCRIPT), "--prompt-tokens", "0"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--prompt-tokens must be a positive integer" in bad.stderr
@@ -132,6 +133,9 @@ def test_the_artifacts_measurements(artifact, tmp_path):
     for dataset in ("math500", "gsm8k"):
         cross = [float(r.split(",")[7]) for r in rows if r.startswith(dataset + ",")]
         assert median_abs_pct(cross) <= 10.0, dataset  # issue 15's goal
+    schedule = (out / "schedule_checks.csv").read_text().splitlines()
+    assert len(schedule) == 121 and (out / "validation_schedule.png").stat().st_size > 0
+    assert "goal <= 1 %: met" in (out / "validation.md").read_text()
     logs = (out / "token_log_checks.csv").read_text().splitlines()[1:]
     assert len(logs) == 8
     # the measured residual of the baseline on the head8 log (17.9 % at a 116-token prompt)
