@@ -261,3 +261,25 @@ def plot_schedule_ladder(rungs: Sequence[tuple[str, Sequence[float]]], path: Pat
     ax.set_xlabel("difference per problem (%, logarithmic beyond 0.1 %)")
     ax.set_title(title, fontsize=9)
     return _save(fig, path)
+
+
+def plot_decomposition(chains: dict[str, Sequence[tuple[str, dict[str, float | None]]]],
+                       datasets: Sequence[str], path: Path) -> Path:
+    """One panel per mode: each link's latency over the chain's first (the paper's), a line
+    per dataset, the links named along the bottom."""
+    fig, axes = plt.subplots(1, len(chains), figsize=(4.2 * len(chains), 4.4), squeeze=False)
+    for ax, (mode, chain) in zip(axes[0], chains.items(), strict=True):
+        for k, dataset in enumerate(datasets):
+            first = chain[0][1].get(dataset)
+            ys = [v[dataset] / first if first and v.get(dataset) else float("nan")
+                  for _, v in chain]
+            ax.plot(range(len(chain)), ys, marker="o", ms=3,
+                    color=("#4c72b0", "#dd8452", "#55a868", "#c44e52")[k % 4], label=dataset)
+        ax.axhline(1.0, color="0.3", lw=0.8)
+        ax.set_xticks(range(len(chain)))
+        ax.set_xticklabels([f"{i}" for i in range(len(chain))], fontsize=7)
+        ax.set_xlabel("link of the chain (the report's table)", fontsize=8)
+        ax.set_ylabel("latency / the paper's", fontsize=8)
+        ax.set_title(mode, fontsize=9)
+        ax.legend(fontsize=7)
+    return _save(fig, path)

@@ -1,8 +1,10 @@
-"""The validation report's level a: the restatement of the artifact simulator's schedule gives
-hand-computed latencies; with every difference switched to this project's semantics it equals
-the scheduler's ``heteroreason`` replay on every trace; on the artifact's own traces the
-scheduler meets the goal with the prompt's convention aligned."""
+"""The validation report's levels a and c: the restatement of the artifact simulator's schedule
+gives hand-computed latencies; with every difference switched to this project's semantics it
+equals the scheduler's ``heteroreason`` replay on every trace; on the artifact's own traces the
+scheduler meets the goal with the prompt's convention aligned; the gap to the paper's figures
+splits into factors that multiply to it."""
 
+import itertools
 import json
 from dataclasses import replace
 
@@ -21,6 +23,7 @@ from heteroreason.model.experiments.artifact_semantics import (
     read_artifact_config,
     read_artifact_problem,
 )
+from heteroreason.model.experiments.decomposition import decompose, read_simulator_reference
 from heteroreason.model.experiments.validation import (
     ALIGNMENT_ORDER,
     median_abs_pct,
@@ -144,3 +147,49 @@ def test_on_the_artifacts_traces(artifact):
                            .read_text())["cases"]["Config1"]["with_bt"]["component_checks_ms"]
     assert config.fpga.decode_ms(10, 0) == pytest.approx(reference["draft_kv0_n10"])
     assert config.prm.prefill_ms(1000) == pytest.approx(reference["prm_n1000"], rel=1e-6)
+
+
+def test_the_simulator_reference_is_checked(tmp_path):
+    path = tmp_path / "simulator_reference.json"
+    path.write_text(json.dumps({"cases": {"Config1": {"with_bt": {"datasets": {
+        "math500": {"average_latency_ms": 0}}}}}}))
+    with pytest.raises(InputError, match=r"Config1.with_bt.math500: field 'average_latency_ms' "
+                                         r"must be a positive number, not 0"):
+        read_simulator_reference(path)
+    path.write_text(json.dumps({"cases": {}}))
+    with pytest.raises(InputError, match=r"no cases.Config1.with_bt.datasets"):
+        read_simulator_reference(path)
+
+
+def test_the_factors_of_the_gap(artifact):
+    files = sorted((artifact / "Hardware/inputs/Config1/with_bt").glob("*/example_*.json"))
+    reference = read_simulator_reference(
+        artifact / "Hardware/reference_results/simulator_reference.json")
+    bundled = {d: load_bundled(d) for d in ("math500", "gsm8k")}
+    links = decompose(files, reference, bundled)
+    chain = [link for link in links if link.mode == "heteroreason"]
+    assert [link.kind for link in chain] == ["paper", "artifact", "model", "model", "model",
+                                             "model"]
+    assert chain[0].latency_s["math500"] == 8.84  # the paper's Fig. 10
+    assert chain[1].latency_s["gsm8k"] == pytest.approx(
+        reference["gsm8k"]["average_latency_ms"] / 1e3)
+    # the samples' links are level a's per-problem figures, averaged
+    checks = schedule_checks(files, system_config("config1"))
+    for d in ("math500", "olympiadbench"):
+        mine = [c for c in checks if c.dataset == d]
+        assert chain[2].latency_s[d] == pytest.approx(
+            sum(c.artifact_ms for c in mine) / len(mine) / 1e3)
+        assert chain[3].latency_s[d] == pytest.approx(
+            sum(c.ours_ms for c in mine) / len(mine) / 1e3)
+        assert chain[4].latency_s[d] == pytest.approx(
+            sum(c.ours_prompt_ms for c in mine) / len(mine) / 1e3)
+    # the factors multiply to the whole gap; a dataset without bundled traces ends the chain
+    product = 1.0
+    for before, after in itertools.pairwise(chain):
+        product *= after.factor(before, "gsm8k")
+    assert product == pytest.approx(chain[-1].latency_s["gsm8k"] / chain[0].latency_s["gsm8k"])
+    assert chain[-1].factor(chain[-2], "olympiadbench") is None
+    # the GPU modes: the paper's draft is slower than the measured one on every dataset
+    baseline = [link for link in links if link.mode == "baseline"]
+    for d in ("math500", "gsm8k", "gaokao2023en", "olympiadbench"):
+        assert baseline[2].factor(baseline[1], d) < 0.9

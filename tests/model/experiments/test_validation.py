@@ -136,6 +136,9 @@ def test_the_artifacts_measurements(artifact, tmp_path):
     schedule = (out / "schedule_checks.csv").read_text().splitlines()
     assert len(schedule) == 121 and (out / "validation_schedule.png").stat().st_size > 0
     assert "goal <= 1 %: met" in (out / "validation.md").read_text()
+    factors = (out / "decomposition.csv").read_text().splitlines()
+    assert any(",rtl-u280-300" in r or "--fpga rtl-u280-300" in r for r in factors)
+    assert (out / "validation_factors.png").stat().st_size > 0
     logs = (out / "token_log_checks.csv").read_text().splitlines()[1:]
     assert len(logs) == 8
     # the measured residual of the baseline on the head8 log (17.9 % at a 116-token prompt)
