@@ -264,9 +264,10 @@ def decomposition_section(folder: Path, reference_file: Path, out: Path
         "* the artifact's schedule -> this scheduler: level a (the differences named there).",
         "* the prompt in every context: this project's convention (every PRM call scores the "
         "prompt again; the target prefills it).",
-        "* the samples -> the bundled synthetic traces: the generator's profiles (issue 15, "
-        "item 2: they take the artifact's event shares for step shares, so more rejected "
-        "steps and target tokens than the sets they imitate).",
+        "* the samples -> the bundled synthetic traces: 100 problems a dataset drawn by the "
+        "generator to the full sets' statistics in this project's step semantics "
+        "(`trace_synth.PROFILES`, converted from `simulator_reference.json`), where the "
+        "samples are 30 problems of their own.",
         "* the paper's GPU draft (8.0 ms/token, a claim) -> the draft measured on the "
         "artifact's step profiles (4.48 ms/token + 3.6 ms/call).", ""]
     lines = [*intro, *lines,

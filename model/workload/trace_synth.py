@@ -21,8 +21,9 @@ import numpy as np
 from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.workload.traces import BRSD_POLICY, Policy, ProblemTrace, StepEvent
 
-__all__ = ["MAX_GENERATED_PROBLEMS", "PROFILES", "DatasetProfile", "TraceStats",
-           "generate_traces", "iter_traces", "profile", "trace_stats"]
+__all__ = ["MAX_GENERATED_PROBLEMS", "PROFILES", "STEP_TARGET_FIELDS", "DatasetProfile",
+           "TraceStats", "generate_traces", "iter_traces", "profile", "step_targets",
+           "trace_stats"]
 
 
 @dataclass(frozen=True)
@@ -62,15 +63,67 @@ class DatasetProfile:
         return self.steps_per_problem * self.draft_tokens_per_step
 
 
+# Config1's full trace sets with backtracking, converted by step_targets from the artifact
+# simulator's per-dataset counts (Hardware/reference_results/simulator_reference.json; rounded to
+# 4 decimals, tests/model/workload/test_trace_synth.py converts them again): problems, steps per
+# problem, outcome shares, draft tokens per step, target tokens per target draw. From the
+# artifact's 120 sample traces (Hardware/inputs/Config1/with_bt): the log-normal spreads, the
+# prompt lengths (docs/design.md §9) and the backtrack depth (a mean of 2.0 steps dropped over
+# their 56 backtracks, before the generator's bounds)
 PROFILES: dict[str, DatasetProfile] = {p.name: p for p in (
-    DatasetProfile("math500", 500, 13.4, 0.777, 0.191, 0.032, 70.0, 0.87, 94.0, 0.79, 141.0),
-    # 1.44 %: the table's 1.4 % and 0.11 backtracks/problem, both rounded, agree there
-    DatasetProfile("gsm8k", 1319, 7.3, 0.833, 0.1526, 0.0144, 47.0, 0.61, 71.0, 0.59, 116.0),
-    DatasetProfile("gaokao2023en", 385, 12.2, 0.762, 0.206, 0.032, 77.0, 1.01, 124.0, 0.91,
-                   112.0),
-    DatasetProfile("olympiadbench", 675, 17.7, 0.703, 0.245, 0.052, 87.0, 0.99, 88.0, 0.66,
-                   160.0),
+    DatasetProfile("math500", 500, 12.936, 0.8033, 0.1631, 0.0335, 72.43, 0.87, 93.54, 0.79,
+                   141.0, backtrack_depth_mean=2.0),
+    DatasetProfile("gsm8k", 1319, 7.2267, 0.8453, 0.1402, 0.0146, 47.90, 0.61, 62.78, 0.59,
+                   116.0, backtrack_depth_mean=2.0),
+    DatasetProfile("gaokao2023en", 385, 11.7948, 0.7875, 0.1793, 0.0333, 79.08, 1.01, 109.24,
+                   0.91, 112.0, backtrack_depth_mean=2.0),
+    DatasetProfile("olympiadbench", 675, 16.8119, 0.7409, 0.2045, 0.0545, 92.01, 0.99, 108.28,
+                   0.66, 160.0, backtrack_depth_mean=2.0),
 )}
+
+STEP_TARGET_FIELDS = ("problems", "steps_per_problem", "accept_share", "rescue_share",
+                      "backtrack_share", "draft_tokens_per_step", "target_tokens_per_rescue")
+
+
+def step_targets(metrics: dict, *, where: str = "metrics") -> dict[str, float]:
+    """A full trace set's statistics in this project's step semantics, from the artifact
+    simulator's per-dataset counts (``examples``, ``events``, ``status_counts``,
+    ``total_generated_tokens``, ``target_total_tokens`` of ``simulator_reference.json``).
+
+    The artifact counts events: a ``BACKTRACK_EVENT`` and the ``target_rescue`` just before it
+    are two events and one ``backtrack`` step here (:mod:`~heteroreason.model.workload.
+    trace_import`). So steps = events - backtracks; rescue steps = rescue events - backtracks;
+    draft tokens per step = every event's draft tokens (a backtrack event drafts none) over
+    the steps; target tokens per target draw = the target's tokens (rescues' and
+    regenerations') over the rescue and backtrack events, as the generator draws one per
+    rescue and two per backtrack (the failed step and its regeneration).
+    """
+    def count(key, obj=metrics, name=None):
+        value = obj.get(key) if isinstance(obj, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ValueError(f"{where}: field {name or key!r} must be a non-negative number, "
+                             f"not {value!r}")
+        return value
+
+    statuses = metrics.get("status_counts") if isinstance(metrics, dict) else None
+    accepts, rescues, backtracks = (
+        count(k, statuses, f"status_counts.{k}")
+        for k in ("accept_pure_draft", "target_rescue", "BACKTRACK_EVENT"))
+    events, problems = count("events"), count("examples")
+    if accepts + rescues + backtracks != events:
+        raise ValueError(f"{where}: status_counts sum to {accepts + rescues + backtracks}, not "
+                         f"the {events} events")
+    if backtracks > rescues:
+        raise ValueError(f"{where}: {backtracks} backtrack events but {rescues} rescues: each "
+                         f"backtrack follows a rescue (the generator cannot reach these)")
+    steps = events - backtracks
+    if not problems or not steps or not rescues:
+        raise ValueError(f"{where}: no problems, steps or rescues to derive a profile from")
+    return {"problems": problems, "steps_per_problem": steps / problems,
+            "accept_share": accepts / steps, "rescue_share": (rescues - backtracks) / steps,
+            "backtrack_share": backtracks / steps,
+            "draft_tokens_per_step": count("total_generated_tokens") / steps,
+            "target_tokens_per_rescue": count("target_total_tokens") / (rescues + backtracks)}
 
 
 def profile(name: str) -> DatasetProfile:
@@ -193,6 +246,11 @@ def _traces(prof: DatasetProfile, seed: int, problems: int, policy: Policy,
         n_rescue = round(total * (prof.rescue_share + prof.backtrack_share))
     outcomes, placed = _place_outcomes(rng, lengths, n_backtrack, n_rescue,
                                        policy.max_backtracks)
+    if placed < n_backtrack:
+        raise ValueError(f"profile {prof.name!r}: {n_backtrack} backtracks (share "
+                         f"{prof.backtrack_share}) do not fit {problems} problems of {total} "
+                         f"steps: at most {policy.max_backtracks} a problem and none at its "
+                         f"first step ({placed} placed)")
     draft = _tokens(rng, total, prof.draft_tokens_per_step, prof.draft_tokens_log_sd)
     n_target = int(np.count_nonzero(outcomes != ACCEPT))
     target = _tokens(rng, n_target + placed, prof.target_tokens_per_rescue,

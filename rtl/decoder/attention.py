@@ -171,8 +171,7 @@ class Attention(wiring.Component):
             self._queries(m, j)
         self._score(m, j)
         self._exp(m, j)
-        with m.If(equals(j.state, _DIVIDE)):
-            self._divide(m, j)
+        self._divide(m, j)
         self._accumulate(m, j)
         self._emit(m, j)
         return m
@@ -206,7 +205,6 @@ class Attention(wiring.Component):
             written=Signal(range(self._max_context), name="written"),
             # as wide as a score (no wider: its comparison is a carry chain of that length)
             best=Signal(data.ArrayLayout(signed(score_bits(self._head_dim)), nh), name="best"),
-            have_best=Signal(name="have_best"),
             total=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="total"),
             remainder=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="remainder"),
             quotient=Signal(data.ArrayLayout(unsigned(47), nh), name="quotient"),
@@ -300,7 +298,9 @@ class Attention(wiring.Component):
                              self.q.payload), j.queries.eq(j.queries + 1)]
             with m.If(equals(j.queries, nh - 1)):
                 self._next_pass(m, j, _SCORE)
-                m.d.sync += j.have_best.eq(0)
+                # below every score (a sum of head_dim products >= -16256 each): the first
+                # row's score replaces it, with no flag in the comparison's path
+                m.d.sync += [j.best[h].eq(-(1 << (score_bits(hd) - 1))) for h in range(nh)]
 
     def _score(self, m, j) -> None:
         """A score per key row and head (each head's maximum kept): the products registered as
@@ -315,16 +315,20 @@ class Attention(wiring.Component):
             key_h = delay(m, key, 1, name=f"key{h}_", reset_less=True, keep=True)
             products = [delay(m, query[i] * key_h[i], 2, name=f"qk{h}_{i}_", reset_less=True)
                         for i in range(hd)]
-            dots.append(tree_sum_pipelined(m, products, name=f"score{h}"))
+            # the tree's sum registered once more, beside the running maximum it updates
+            dots.append(delay(m, tree_sum_pipelined(m, products, name=f"score{h}"), 1,
+                              name=f"score{h}_", reset_less=True))
             assert dots[-1].shape() == signed(score_bits(hd)), dots[-1].shape()
-        valid = delay(m, valid, 3 + tree_latency(hd), name="score_valid")
-        with m.If(equals(j.state, _SCORE) & valid):
+        # rows enter only in this pass (``_rows``), so a valid score is one of its rows: the
+        # maximum's enable is this register and the comparison, nothing else
+        valid = delay(m, valid, 4 + tree_latency(hd), name="score_valid")
+        with m.If(valid):
             for h, dot in enumerate(dots):
                 m.d.comb += j.s_wr.data[h].eq(dot)
-                with m.If(~j.have_best | (dot > j.best[h])):
+                with m.If(dot > j.best[h]):
                     m.d.sync += j.best[h].eq(dot)
             m.d.comb += j.s_wr.en.eq(1)
-            m.d.sync += [j.have_best.eq(1), j.written.eq(j.written + 1)]
+            m.d.sync += j.written.eq(j.written + 1)
             with m.If(j.done):
                 self._next_pass(m, j, _EXP)
                 m.d.sync += [j.total[h].eq(0) for h in range(nh)]
@@ -361,19 +365,23 @@ class Attention(wiring.Component):
 
     def _divide(self, m, j) -> None:
         """``2**46 // total`` per head, a quotient bit a cycle from bit 46 down (the dividend's
-        one set bit enters on the first step)."""
+        one set bit enters on the first step). The trial subtraction runs whatever the state
+        (from registers alone: no state decode before its carry chain); the state enables the
+        registers it updates."""
+        steps = []
         for h in range(self._heads):
             shifted = Signal(unsigned(_SUM_BITS + 1), name=f"shifted{h}")
             less = Signal(signed(_SUM_BITS + 2), name=f"less{h}")
             m.d.comb += [shifted.eq(Cat(equals(j.step, 0), j.remainder[h])),
                          less.eq(shifted - j.total[h])]
             fits = ~less[-1]
-            m.d.sync += [j.remainder[h].eq(Mux(fits, less[:_SUM_BITS], shifted[:_SUM_BITS])),
-                         j.quotient[h].eq(Cat(fits, j.quotient[h][:-1]))]
-        m.d.sync += j.step.eq(j.step + 1)
-        with m.If(equals(j.step, 46)):
-            self._next_pass(m, j, _ACCUMULATE)
-            m.d.sync += j.acc.eq(0)
+            steps += [j.remainder[h].eq(Mux(fits, less[:_SUM_BITS], shifted[:_SUM_BITS])),
+                      j.quotient[h].eq(Cat(fits, j.quotient[h][:-1]))]
+        with m.If(equals(j.state, _DIVIDE)):
+            m.d.sync += [*steps, j.step.eq(j.step + 1)]
+            with m.If(equals(j.step, 46)):
+                self._next_pass(m, j, _ACCUMULATE)
+                m.d.sync += j.acc.eq(0)
 
     def _accumulate(self, m, j) -> None:
         """The probability-weighted sum of the value rows: each row's probabilities
@@ -432,8 +440,9 @@ class Attention(wiring.Component):
 
 def score_latency(head_dim: int) -> int:
     """Cycles from a key row taken to its scores written: the row registered twice and once
-    more beside each head's multipliers, the products' M and P, the adder tree's stages."""
-    return 5 + tree_latency(head_dim)
+    more beside each head's multipliers, the products' M and P, the adder tree's stages and
+    the sum's register beside the maximum."""
+    return 6 + tree_latency(head_dim)
 
 
 DIVIDE_CYCLES = 47

@@ -252,8 +252,10 @@ class MatVecUnit(wiring.Component):
             product = Signal(signed(16), name=f"product{i}", reset_less=True)
             m.d.sync += product.eq(w_a[i] * x_a[i])
             products.append(product)
-        dot = tree_sum_pipelined(m, products, name="dot")
-        tags = delay(m, s0, 2 + tree_latency(lanes), name="tags")
+        # the products leave the multiplier blocks (far from the fabric's adders): one adder
+        # level, then a register
+        dot = tree_sum_pipelined(m, products, name="dot", first_stage_levels=1)
+        tags = delay(m, s0, 2 + tree_latency(lanes, first_stage_levels=1), name="tags")
         tags = data.View(s0.shape(), tags)
 
         # accumulate; a row's final beat hands its sum to the requantizer
@@ -283,4 +285,4 @@ def result_latency(lanes: int) -> int:
     :class:`MatVecUnit` of ``lanes`` lanes: the buffer read, the multipliers' operand registers,
     the products, the registered adder tree, the accumulator, the requantizer and the output
     queue's two."""
-    return 1 + 1 + 1 + tree_latency(lanes) + 1 + REQUANT_LATENCY + 2
+    return 1 + 1 + 1 + tree_latency(lanes, first_stage_levels=1) + 1 + REQUANT_LATENCY + 2

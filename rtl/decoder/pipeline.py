@@ -32,11 +32,17 @@ KEEP = {"keep": 1}
 REQUANT_LATENCY = 10  # cycles from the accumulator register to the saturated result register
 
 
-def tree_latency(terms: int) -> int:
+def tree_latency(terms: int, *, first_stage_levels: int = TREE_LEVELS_PER_STAGE) -> int:
     """Registered stages of :func:`tree_sum_pipelined` over ``terms`` terms."""
     if isinstance(terms, bool) or not isinstance(terms, int) or terms < 1:
         raise ValueError(f"terms must be a positive integer, not {terms!r}")
-    return math.ceil(math.ceil(math.log2(terms)) / TREE_LEVELS_PER_STAGE) if terms > 1 else 0
+    if first_stage_levels not in range(1, TREE_LEVELS_PER_STAGE + 1):
+        raise ValueError(f"first_stage_levels must be 1 to {TREE_LEVELS_PER_STAGE}, not "
+                         f"{first_stage_levels!r}")
+    levels = math.ceil(math.log2(terms)) if terms > 1 else 0
+    if levels == 0:
+        return 0
+    return 1 + math.ceil(max(0, levels - first_stage_levels) / TREE_LEVELS_PER_STAGE)
 
 
 def delay(m, value, cycles: int, *, name: str = "delayed", reset_less: bool = False,
@@ -105,18 +111,22 @@ class StallingPipeline:
         return reg
 
 
-def tree_sum_pipelined(m, terms, *, name: str = "tree"):
-    """The sum of ``terms`` as a balanced adder tree with a register after every two levels
-    (:func:`tree_latency` stages)."""
+def tree_sum_pipelined(m, terms, *, name: str = "tree",
+                       first_stage_levels: int = TREE_LEVELS_PER_STAGE):
+    """The sum of ``terms`` as a balanced adder tree with a register after its first
+    ``first_stage_levels`` levels (one, where the terms come from far: a row of multipliers)
+    and then after every two (:func:`tree_latency` stages)."""
     level = [Value.cast(t) for t in terms]
     if not level:
         raise ValueError("tree_sum_pipelined needs at least one term")
+    tree_latency(len(level), first_stage_levels=first_stage_levels)  # checks the levels
     depth = 0
     while len(level) > 1:
         level = [level[k] + level[k + 1] if k + 1 < len(level) else level[k]
                  for k in range(0, len(level), 2)]
         depth += 1
-        if depth % TREE_LEVELS_PER_STAGE == 0 or len(level) == 1:
+        past_first = depth - first_stage_levels
+        if (past_first >= 0 and past_first % TREE_LEVELS_PER_STAGE == 0) or len(level) == 1:
             regs = []
             for k, value in enumerate(level):
                 reg = Signal(value.shape(), name=f"{name}_l{depth}_{k}", reset_less=True)

@@ -10,7 +10,10 @@ and when the rows without backtracking took their speedup against RSD on their o
 ``vs`` column; the JSON's ``speedup`` and ``speedup_vs``) and an operator's change moved a cycle
 after its last handshake (+20 cycles a token on the U280 design: the last digit of ten
 ``rtl-u280-300`` figures), and when the GPU models of the draft, Config2's PRM and Config2's
-target were fitted on the measured step profiles (every figure);
+target were fitted on the measured step profiles (every figure), and when the MVU's adder
+tree and the attention's maximum gained a register (+1 cycle a row's result, +1 a score) and
+the generator's profiles became the full sets' statistics in step semantics (every bundled
+figure);
 the bundled tables when generated problems began to
 end at the PRM's context (OlympiadBench and the Gaokao and OlympiadBench traces without
 backtracking changed). A change of any figure fails here; an intended one

@@ -1,6 +1,7 @@
 """Synthetic traces: profile statistics reproduced, determinism, the bundled set."""
 
 import filecmp
+import json
 
 import pytest
 
@@ -12,9 +13,11 @@ from heteroreason.model.workload.bundled import (
 )
 from heteroreason.model.workload.trace_synth import (
     PROFILES,
+    STEP_TARGET_FIELDS,
     DatasetProfile,
     generate_traces,
     iter_traces,
+    step_targets,
     trace_stats,
 )
 from heteroreason.model.workload.traces import RSD_POLICY, dump_traces, parse_trace, trace_to_json
@@ -117,3 +120,44 @@ def test_a_failing_stream_leaves_the_output_as_it_was(tmp_path):
         dump_traces(traces, out)
     assert out.read_text() == "before\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+def test_the_profiles_are_the_artifacts_full_sets_in_step_semantics(artifact):
+    reference = json.loads((artifact / "Hardware/reference_results/simulator_reference.json")
+                           .read_text())["cases"]["Config1"]["with_bt"]["datasets"]
+    assert set(reference) == set(PROFILES)
+    for name, metrics in reference.items():
+        targets = step_targets(metrics, where=name)
+        prof = PROFILES[name]
+        for field in STEP_TARGET_FIELDS:
+            assert getattr(prof, field) == pytest.approx(targets[field], rel=2e-3), (name, field)
+        # a backtrack event and its rescue are one step: fewer steps than events
+        assert prof.steps_per_problem < metrics["events"] / metrics["examples"]
+
+
+def test_the_conversion_by_hand_and_its_errors():
+    metrics = {"examples": 10, "events": 110, "total_generated_tokens": 5000,
+               "target_total_tokens": 3000,
+               "status_counts": {"accept_pure_draft": 80, "target_rescue": 20,
+                                 "BACKTRACK_EVENT": 10}}
+    # 100 steps: 80 accepted, 10 rescued, 10 backtracks; 30 target draws
+    assert step_targets(metrics) == {
+        "problems": 10, "steps_per_problem": 10.0, "accept_share": 0.8, "rescue_share": 0.1,
+        "backtrack_share": 0.1, "draft_tokens_per_step": 50.0, "target_tokens_per_rescue": 100.0}
+    with pytest.raises(ValueError, match=r"^x: status_counts sum to 110, not the 111 events$"):
+        step_targets({**metrics, "events": 111}, where="x")
+    with pytest.raises(ValueError, match=r"^x: 30 backtrack events but 20 rescues"):
+        step_targets({**metrics, "events": 130, "status_counts": {
+            **metrics["status_counts"], "BACKTRACK_EVENT": 30}}, where="x")
+    with pytest.raises(ValueError, match=r"^x: field 'status_counts.target_rescue' must be a "
+                                         r"non-negative number, not None$"):
+        step_targets({**metrics, "status_counts": {"accept_pure_draft": 1}}, where="x")
+
+
+def test_a_profile_the_generator_cannot_reach_is_refused():
+    # one step a problem: no slot for a backtrack (never at a problem's first step)
+    prof = DatasetProfile("tight", 10, 1.0, 0.5, 0.2, 0.3, 50.0, 0.5, 60.0, 0.5, 100.0,
+                          steps_dispersion=1e6)
+    with pytest.raises(ValueError, match=r"^profile 'tight': 3 backtracks \(share 0\.3\) do not "
+                                         r"fit 10 problems of 10 steps"):
+        generate_traces(prof, seed=1)

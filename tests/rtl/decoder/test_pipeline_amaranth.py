@@ -59,18 +59,19 @@ def test_requantizer_matches_the_reference(acc_bits, widths, seed):
         f"{next(i for i, (g, e) in enumerate(zip(got, expected, strict=False)) if g != e)}"
 
 
+@pytest.mark.parametrize("first", [1, 2])
 @pytest.mark.parametrize("terms", [1, 2, 3, 8, 13, 64])
-def test_tree_sums_after_its_latency(terms):
+def test_tree_sums_after_its_latency(terms, first):
     rng = np.random.default_rng(terms)
     m = Module()
     inputs = [Signal(signed(16), name=f"x{k}") for k in range(terms)]
-    total = tree_sum_pipelined(m, inputs)
+    total = tree_sum_pipelined(m, inputs, first_stage_levels=first)
     m.d.sync += Signal(name="clocked").eq(1)  # a sync domain even when the tree has no register
     vectors = rng.integers(-2**15, 2**15, (50, terms))
     got = []
 
     async def bench(ctx):
-        for cycle in range(len(vectors) + tree_latency(terms) + 1):
+        for cycle in range(len(vectors) + tree_latency(terms, first_stage_levels=first) + 1):
             if cycle < len(vectors):
                 for s, v in zip(inputs, vectors[cycle], strict=True):
                     ctx.set(s, int(v))
@@ -81,5 +82,15 @@ def test_tree_sums_after_its_latency(terms):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    lag = tree_latency(terms)
+    lag = tree_latency(terms, first_stage_levels=first)
+    # the stages a naive count gives: a register after level `first`, then every two, and one
+    # at the root whatever its level
+    levels = (terms - 1).bit_length()
+    regs = {d for d in range(1, levels + 1) if d >= first and (d - first) % 2 == 0} | {levels}
+    assert lag == (len(regs) if terms > 1 else 0)
     assert got[lag:lag + len(vectors)] == [int(v) for v in vectors.sum(axis=1)]
+
+
+def test_tree_levels_are_checked():
+    with pytest.raises(ValueError, match=r"^first_stage_levels must be 1 to 2, not 3$"):
+        tree_latency(8, first_stage_levels=3)

@@ -2,6 +2,10 @@
 same run, token for token, as with the integer reference as its draft; the engine's KVMU modes
 follow the controller's decisions; the captured trace replays through the scheduler."""
 
+import fcntl
+import os
+import pickle
+
 import numpy as np
 import pytest
 
@@ -19,17 +23,26 @@ CONTROLLER = ControllerConfig(delimiters=frozenset({16, 34}), eos=1, max_step_to
                               max_total_tokens=24, max_steps=4)
 
 
-# one worker runs the module: the fixture's co-simulation is its cost; the fixture lives for
-# the worker's session, since a module-scoped one is torn down and run again whenever the worker
-# runs another module's test between two of these
-pytestmark = pytest.mark.xdist_group("cosim")
-
-
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory):
-    trace_file = tmp_path_factory.mktemp("cosim") / "traces.jsonl"
-    reference = run_reference(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED)
-    cosim = run_cosim(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED, trace_out=trace_file)
+    """The reference run and the co-simulation, once for the whole test session: the first
+    pytest-xdist worker to ask runs them and leaves them in the session's shared temporary
+    folder (under a lock); any other worker reads them there (xdist may spread this module's
+    tests over workers)."""
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker's folder sits in the session's own; without it, that folder is
+    # the session's (its parent holds earlier sessions' folders)
+    shared = (base.parent if "PYTEST_XDIST_WORKER" in os.environ else base) / "cosim"
+    shared.mkdir(exist_ok=True)
+    trace_file, result = shared / "traces.jsonl", shared / "runs.pickle"
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not result.exists():
+            reference = run_reference(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED)
+            cosim = run_cosim(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED,
+                              trace_out=trace_file)
+            result.write_bytes(pickle.dumps((reference, cosim)))
+    reference, cosim = pickle.loads(result.read_bytes())
     return reference, cosim, trace_file
 
 
