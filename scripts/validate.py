@@ -51,6 +51,7 @@ from heteroreason.model.experiments.validation import (
     ALIGNMENT_ORDER,
     ProblemCheck,
     ScheduleCheck,
+    implied_draft_ms_per_token,
     median_abs_pct,
     profile_checks,
     schedule_checks,
@@ -59,6 +60,7 @@ from heteroreason.model.experiments.validation import (
 from heteroreason.model.files import InputError, output_problem
 from heteroreason.model.system.config import system_config
 from heteroreason.model.timing.profile_fit import ProfileError, read_profile
+from heteroreason.model.workload.trace_import import import_token_log
 from heteroreason.model.workload.traces import TraceError
 
 DEFAULT_ARTIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / \
@@ -332,6 +334,11 @@ def token_log_section(folder: Path, out: Path, config, prompt_tokens: int
             swept = token_log_checks(log, config, dataset=dataset, prompt_tokens=p)
             sweep.append([p, f"{median_abs_pct(c.error for c in swept):.1f}",
                           sum(c.error > 0 for c in swept)])
+        traces = {t.problem_id: t for t in import_token_log(
+            log, dataset=dataset, prompt_tokens=prompt_tokens)[0]}
+        implied = [[c.problem, f"{implied_draft_ms_per_token(c, config, traces[c.problem]):.2f}"]
+                   for c in checks
+                   if all(s.outcome.value == "accept" for s in traces[c.problem].steps)]
         verdict = "met" if error <= GOALS["token_log"] else "NOT met"
         lines += [f"`{log.name}` ({dataset}, {len(checks)} records): the scheduler's `baseline` "
                   f"on {config.name} against each record's wall-clock `latency`, the prompt "
@@ -341,7 +348,12 @@ def token_log_section(folder: Path, out: Path, config, prompt_tokens: int
                   "The logs do not record the prompt's length, which every PRM call scores "
                   "again; the error against the length assumed:", "",
                   *_markdown_table(["prompt tokens", "median abs. error %",
-                                    "problems over-predicted"], sweep), ""]
+                                    "problems over-predicted"], sweep), "",
+                  f"The draft's speed each accept-only record implies (its measured latency "
+                  f"less everything else as the models price it, over its draft tokens), "
+                  f"against the {config.draft_gpu.decode_ms_per_token:g} ms/token the step "
+                  f"profiles measure for the same draft ({config.draft_gpu.name}):", "",
+                  *_markdown_table(["problem", "implied draft ms/token"], implied), ""]
     written.append(_write_csv(every, out / "token_log_checks.csv"))
     written.append(plot_validation(
         {"token logs": [(c.measured_ms / 1e3, c.model_ms / 1e3) for c in every]},

@@ -40,8 +40,8 @@ from heteroreason.model.timing.measured_gpu import ROLES, RoleFit, fit_roles
 from heteroreason.model.timing.profile_fit import PROBLEM_COLUMN, ProfileError
 from heteroreason.model.workload.trace_import import import_artifact_file, import_token_log
 
-__all__ = ["ALIGNMENT_ORDER", "ProblemCheck", "ScheduleCheck", "median_abs_pct",
-           "profile_checks", "schedule_checks", "token_log_checks"]
+__all__ = ["ALIGNMENT_ORDER", "ProblemCheck", "ScheduleCheck", "implied_draft_ms_per_token",
+           "median_abs_pct", "profile_checks", "schedule_checks", "token_log_checks"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,23 @@ def token_log_checks(path: Path | str, config: SystemConfig, *, dataset: str,
     return [ProblemCheck(Path(path).name, run.trace.problem_id, len(run.trace.steps),
                          measured[run.trace.problem_id], run.latency_ms)
             for run in result.runs]
+
+
+def implied_draft_ms_per_token(check: ProblemCheck, config: SystemConfig, trace
+                               ) -> float:
+    """The draft's ms per token that would make ``baseline`` match ``check``'s measured
+    latency, every other job (the PRM's, the target's, the prompt's prefill, the draft's
+    per-call cost) as the models price it: the measured latency less all the replay's
+    non-draft time and the draft's calls, over the draft's tokens. ``baseline`` is
+    sequential, so the replay's latency is the sum of its jobs."""
+    run = simulate([trace], config, "baseline").runs[0]
+    drafts = [iv for iv in run.intervals if iv.kind == "draft" and not iv.wasted]
+    tokens = sum(iv.tokens for iv in drafts)
+    if not tokens:
+        raise ValueError(f"problem {trace.problem_id}: no draft tokens")
+    other = run.latency_ms - sum(iv.duration_ms for iv in drafts)
+    calls = len(drafts) * config.draft_gpu.decode_call_ms
+    return (check.measured_ms - other - calls) / tokens
 
 
 # the differences of this project's scheduler from the artifact's schedule, in the order the

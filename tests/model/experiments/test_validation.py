@@ -5,12 +5,15 @@ the profile goal (the token log's residual is measured, with its sensitivity).""
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from heteroreason.model.experiments.validation import (
+    ProblemCheck,
+    implied_draft_ms_per_token,
     median_abs_pct,
     profile_checks,
     token_log_checks,
@@ -143,3 +146,20 @@ def test_the_artifacts_measurements(artifact, tmp_path):
     assert len(logs) == 8
     # the measured residual of the baseline on the head8 log (17.9 % at a 116-token prompt)
     assert median_abs_pct(float(r.split(",")[5]) for r in logs) < 20.0
+    # the short accept-only records imply a draft faster than the profiles' (about 3 ms/token)
+    report = (out / "validation.md").read_text()
+    assert "| 1 | 2.7" in report
+
+
+def test_the_implied_draft_speed_inverts_the_baseline():
+    config = replace(CONFIG, draft_gpu=CONFIG.draft_gpu.with_(decode_ms_per_kv_token=0.0))
+    trace = import_token_log_record(log_record(0, 1.0, ("accept", "accept", "accept")),
+                                    dataset="gsm8k", where="record", prompt_tokens=50)
+    model_ms = simulate([trace], config, "baseline").runs[0].latency_ms
+    tokens = sum(s.draft_tokens for s in trace.steps)
+    exact = ProblemCheck("log", "0", 3, model_ms, model_ms)
+    assert implied_draft_ms_per_token(exact, config, trace) == pytest.approx(
+        config.draft_gpu.decode_ms_per_token)
+    slower = ProblemCheck("log", "0", 3, model_ms + 2.0 * tokens, model_ms)
+    assert implied_draft_ms_per_token(slower, config, trace) == pytest.approx(
+        config.draft_gpu.decode_ms_per_token + 2.0)
