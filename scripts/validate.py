@@ -56,11 +56,11 @@ from heteroreason.model.experiments.validation import (
     profile_checks,
     schedule_checks,
     token_log_checks,
+    token_log_replay,
 )
 from heteroreason.model.files import InputError, output_problem
 from heteroreason.model.system.config import system_config
 from heteroreason.model.timing.profile_fit import ProfileError, read_profile
-from heteroreason.model.workload.trace_import import import_token_log
 from heteroreason.model.workload.traces import TraceError
 
 DEFAULT_ARTIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / \
@@ -320,7 +320,8 @@ def token_log_section(folder: Path, out: Path, config, prompt_tokens: int
     lines, written, every = [], [], []
     for log in logs:
         dataset = _dataset(log)
-        checks = token_log_checks(log, config, dataset=dataset, prompt_tokens=prompt_tokens)
+        checks, runs = token_log_replay(log, config, dataset=dataset,
+                                        prompt_tokens=prompt_tokens)
         every += checks
         error = median_abs_pct(c.error for c in checks)
         rows = [[c.problem, c.steps, f"{c.measured_ms / 1e3:.3f}", f"{c.model_ms / 1e3:.3f}",
@@ -334,11 +335,9 @@ def token_log_section(folder: Path, out: Path, config, prompt_tokens: int
             swept = token_log_checks(log, config, dataset=dataset, prompt_tokens=p)
             sweep.append([p, f"{median_abs_pct(c.error for c in swept):.1f}",
                           sum(c.error > 0 for c in swept)])
-        traces = {t.problem_id: t for t in import_token_log(
-            log, dataset=dataset, prompt_tokens=prompt_tokens)[0]}
-        implied = [[c.problem, f"{implied_draft_ms_per_token(c, config, traces[c.problem]):.2f}"]
-                   for c in checks
-                   if all(s.outcome.value == "accept" for s in traces[c.problem].steps)]
+        implied = [[c.problem, f"{implied_draft_ms_per_token(c, config, run):.2f}"]
+                   for c, run in zip(checks, runs, strict=True)
+                   if all(s.outcome.value == "accept" for s in run.trace.steps)]
         verdict = "met" if error <= GOALS["token_log"] else "NOT met"
         lines += [f"`{log.name}` ({dataset}, {len(checks)} records): the scheduler's `baseline` "
                   f"on {config.name} against each record's wall-clock `latency`, the prompt "

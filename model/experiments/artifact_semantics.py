@@ -40,6 +40,7 @@ from heteroreason.model.files import InputError, loads_json, read_text
 from heteroreason.model.system.config import SystemConfig
 from heteroreason.model.system.overlapped import PREFETCH_LIMIT_TOKENS
 from heteroreason.model.timing.link import BYTES_PER_TOKEN_ID
+from heteroreason.model.workload.trace_import import read_count
 from heteroreason.model.workload.traces import Outcome, ProblemTrace, TraceError
 
 __all__ = ["Alignment", "ArtifactEvent", "ArtifactProblem", "artifact_events",
@@ -68,15 +69,6 @@ class ArtifactProblem:
     events: tuple[ArtifactEvent, ...]
 
 
-def _count(obj: dict, key: str, where: str, *, default: int | None = None) -> int:
-    if key not in obj and default is not None:
-        return default
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TraceError(where, key, "must be a non-negative integer", value)
-    return value
-
-
 def read_artifact_problem(path: Path | str, *, dataset: str | None = None) -> ArtifactProblem:
     """One ``example_<N>.json`` of the artifact's ``with_bt`` sets."""
     path = Path(path)
@@ -99,16 +91,16 @@ def read_artifact_problem(path: Path | str, *, dataset: str | None = None) -> Ar
         if status not in (ACCEPT, RESCUE, BACKTRACK):
             raise TraceError(ewhere, "status", f"is not {ACCEPT}, {RESCUE} or {BACKTRACK}",
                              status)
-        spent = _count(e, "target_tokens_spent", ewhere, default=0)
+        spent = read_count(e, "target_tokens_spent", ewhere, default=0)
         events.append(ArtifactEvent(
-            status, _count(e, "logical_step", ewhere, default=i),
-            _count(e, "draft_tokens_spent", ewhere),
-            _count(e, "target_total_tokens", ewhere, default=spent),
-            _count(e, "to_step", ewhere) if status == BACKTRACK else None))
+            status, read_count(e, "logical_step", ewhere, default=i),
+            read_count(e, "draft_tokens_spent", ewhere),
+            read_count(e, "target_total_tokens", ewhere, default=spent),
+            read_count(e, "to_step", ewhere) if status == BACKTRACK else None))
     if "idx" not in obj:
         raise TraceError(where, "idx", "is required")
     return ArtifactProblem(dataset or path.parent.name, str(obj["idx"]),
-                           _count(obj, "prompt_tokens", where), tuple(events))
+                           read_count(obj, "prompt_tokens", where), tuple(events))
 
 
 def artifact_events(trace: ProblemTrace) -> ArtifactProblem:

@@ -34,6 +34,7 @@ from heteroreason.model.experiments.artifact_semantics import (
 )
 from heteroreason.model.files import read_text
 from heteroreason.model.system.config import SystemConfig
+from heteroreason.model.system.records import ProblemRun
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.timing.device_timing import LlmTiming
 from heteroreason.model.timing.measured_gpu import ROLES, RoleFit, fit_roles
@@ -41,7 +42,8 @@ from heteroreason.model.timing.profile_fit import PROBLEM_COLUMN, ProfileError
 from heteroreason.model.workload.trace_import import import_artifact_file, import_token_log
 
 __all__ = ["ALIGNMENT_ORDER", "ProblemCheck", "ScheduleCheck", "implied_draft_ms_per_token",
-           "median_abs_pct", "profile_checks", "schedule_checks", "token_log_checks"]
+           "median_abs_pct", "profile_checks", "schedule_checks", "token_log_checks",
+           "token_log_replay"]
 
 
 @dataclass(frozen=True)
@@ -138,10 +140,10 @@ def _fit_on(profiles, max_latency_ms) -> dict[str, RoleFit]:
                      max_latency_ms=max_latency_ms)
 
 
-def token_log_checks(path: Path | str, config: SystemConfig, *, dataset: str,
-                     prompt_tokens: int) -> list[ProblemCheck]:
+def token_log_replay(path: Path | str, config: SystemConfig, *, dataset: str,
+                     prompt_tokens: int) -> tuple[list[ProblemCheck], list[ProblemRun]]:
     """Every record of a token log: its measured ``latency`` (s) against ``baseline`` on
-    ``config``."""
+    ``config``, and the replay of each record (in the same order) that priced it."""
     traces, _ = import_token_log(path, dataset=dataset, prompt_tokens=prompt_tokens)
     measured = {}
     for number, line in enumerate(read_text(Path(path)).splitlines(), 1):
@@ -153,24 +155,34 @@ def token_log_checks(path: Path | str, config: SystemConfig, *, dataset: str,
                 raise ProfileError(f"{path}:{number}: field 'latency' must be a positive "
                                    f"number of seconds, not {latency!r}")
             measured[str(record["idx"])] = 1000.0 * latency
-    result = simulate(traces, config, "baseline")
-    return [ProblemCheck(Path(path).name, run.trace.problem_id, len(run.trace.steps),
-                         measured[run.trace.problem_id], run.latency_ms)
-            for run in result.runs]
+    runs = list(simulate(traces, config, "baseline").runs)
+    checks = [ProblemCheck(Path(path).name, run.trace.problem_id, len(run.trace.steps),
+                           measured[run.trace.problem_id], run.latency_ms) for run in runs]
+    return checks, runs
 
 
-def implied_draft_ms_per_token(check: ProblemCheck, config: SystemConfig, trace
+def token_log_checks(path: Path | str, config: SystemConfig, *, dataset: str,
+                     prompt_tokens: int) -> list[ProblemCheck]:
+    """Every record of a token log: its measured ``latency`` (s) against ``baseline`` on
+    ``config``."""
+    return token_log_replay(path, config, dataset=dataset, prompt_tokens=prompt_tokens)[0]
+
+
+def implied_draft_ms_per_token(check: ProblemCheck, config: SystemConfig, run: ProblemRun
                                ) -> float:
     """The draft's ms per token that would make ``baseline`` match ``check``'s measured
     latency, every other job (the PRM's, the target's, the prompt's prefill, the draft's
-    per-call cost) as the models price it: the measured latency less all the replay's
-    non-draft time and the draft's calls, over the draft's tokens. ``baseline`` is
-    sequential, so the replay's latency is the sum of its jobs."""
-    run = simulate([trace], config, "baseline").runs[0]
+    per-call cost) as the models price it: the measured latency less all the non-draft time of
+    ``run`` (the record's ``baseline`` replay on ``config``) and the draft's calls, over the
+    draft's tokens. ``baseline`` is sequential, so the replay's latency is the sum of its
+    jobs."""
+    if run.trace.problem_id != check.problem:
+        raise ValueError(f"the replay is of problem {run.trace.problem_id}, the check of "
+                         f"{check.problem}")
     drafts = [iv for iv in run.intervals if iv.kind == "draft" and not iv.wasted]
     tokens = sum(iv.tokens for iv in drafts)
     if not tokens:
-        raise ValueError(f"problem {trace.problem_id}: no draft tokens")
+        raise ValueError(f"problem {check.problem}: no draft tokens")
     other = run.latency_ms - sum(iv.duration_ms for iv in drafts)
     calls = len(drafts) * config.draft_gpu.decode_call_ms
     return (check.measured_ms - other - calls) / tokens

@@ -34,7 +34,7 @@ from heteroreason.model.workload.traces import (
 )
 
 __all__ = ["import_artifact_file", "import_artifact_problem", "import_token_log",
-           "import_token_log_record"]
+           "import_token_log_record", "read_count"]
 
 
 def _get(obj: dict, key: str, where: str, kinds=(int,)):
@@ -47,7 +47,11 @@ def _get(obj: dict, key: str, where: str, kinds=(int,)):
     return value
 
 
-def _count(obj: dict, key: str, where: str) -> int:
+def read_count(obj: dict, key: str, where: str, *, default: int | None = None) -> int:
+    """``obj[key]`` as a non-negative integer (``default`` when given and the key is absent);
+    a :class:`TraceError` naming ``where`` and ``key`` otherwise."""
+    if key not in obj and default is not None:
+        return default
     value = _get(obj, key, where)
     if value < 0:
         raise TraceError(where, key, "must not be negative", value)
@@ -67,7 +71,7 @@ def import_artifact_problem(obj, *, dataset: str, where: str,
         raise TraceError(where, None, "an artifact trace must be a JSON object")
     problem_id = _get(obj, "idx", where, (int, str))
     if "prompt_tokens" in obj:
-        prompt = _count(obj, "prompt_tokens", where)
+        prompt = read_count(obj, "prompt_tokens", where)
     elif prompt_tokens is not None:
         prompt = prompt_tokens
     else:
@@ -83,18 +87,18 @@ def import_artifact_problem(obj, *, dataset: str, where: str,
             raise TraceError(ewhere, None, "an event must be an object", event)
         status = _get(event, "status", ewhere, (str,))
         if status == "accept_pure_draft":
-            steps.append(StepEvent("accept", _count(event, "draft_tokens_spent", ewhere)))
+            steps.append(StepEvent("accept", read_count(event, "draft_tokens_spent", ewhere)))
         elif status == "target_rescue":
-            steps.append(StepEvent("rescue", _count(event, "draft_tokens_spent", ewhere),
-                                   _count(event, "target_tokens_spent", ewhere)))
+            steps.append(StepEvent("rescue", read_count(event, "draft_tokens_spent", ewhere),
+                                   read_count(event, "target_tokens_spent", ewhere)))
         elif status == "BACKTRACK_EVENT":
             if not steps or steps[-1].outcome != "rescue":
                 raise TraceError(ewhere, "status", "a backtrack must follow a target rescue",
                                  status)
             failed = steps.pop()
             steps.append(StepEvent("backtrack", failed.draft_tokens, failed.target_tokens,
-                                   backtrack_steps=_count(event, "steps_dropped", ewhere),
-                                   regenerated_tokens=_count(event, "target_tokens_spent",
+                                   backtrack_steps=read_count(event, "steps_dropped", ewhere),
+                                   regenerated_tokens=read_count(event, "target_tokens_spent",
                                                              ewhere)))
         else:
             raise TraceError(ewhere, "status", "is not accept_pure_draft, target_rescue or "
@@ -136,21 +140,21 @@ def import_token_log_record(obj, *, dataset: str, where: str, prompt_tokens: int
             raise TraceError(awhere, None, "an attempt must be an object", attempt)
         outcome = _get(attempt, "outcome", awhere, (str,))
         if outcome == "accept":
-            steps.append(StepEvent("accept", _count(attempt, "draft_tokens", awhere)))
+            steps.append(StepEvent("accept", read_count(attempt, "draft_tokens", awhere)))
             chain += 1
         elif outcome == "target_intervention":
-            steps.append(StepEvent("rescue", _count(attempt, "draft_tokens", awhere),
-                                   _count(attempt, "target_tokens", awhere)))
+            steps.append(StepEvent("rescue", read_count(attempt, "draft_tokens", awhere),
+                                   read_count(attempt, "target_tokens", awhere)))
             chain += 1
         elif outcome == "backtrack_trigger":
             if not steps or steps[-1].outcome != "rescue":
                 raise TraceError(awhere, "outcome", "a backtrack must follow a target "
                                  "intervention", outcome)
-            source = _count(attempt, "from_step", awhere)
+            source = read_count(attempt, "from_step", awhere)
             if source != chain - 1:
                 raise TraceError(awhere, "from_step", f"is not the position of the failed "
                                  f"target step before it ({chain - 1})", source)
-            kept = _count(attempt, "to_step", awhere)
+            kept = read_count(attempt, "to_step", awhere)
             if kept >= source:
                 raise TraceError(awhere, "to_step", "must be before from_step", kept)
             failed = steps.pop()

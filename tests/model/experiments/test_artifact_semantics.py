@@ -116,7 +116,7 @@ def test_bad_artifact_files_are_named(tmp_path):
         read_artifact_problem(path)
     path.write_text(json.dumps({"idx": 0, "prompt_tokens": 9, "execution_trace": [
         {**event, "draft_tokens_spent": -1}]}))
-    with pytest.raises(TraceError, match=r"draft_tokens_spent.*non-negative integer"):
+    with pytest.raises(TraceError, match=r"draft_tokens_spent.*must not be negative"):
         read_artifact_problem(path)
     good = {"idx": 3, "prompt_tokens": 9, "execution_trace": [event]}
     path.write_text(json.dumps(good))

@@ -155,11 +155,14 @@ def test_the_implied_draft_speed_inverts_the_baseline():
     config = replace(CONFIG, draft_gpu=CONFIG.draft_gpu.with_(decode_ms_per_kv_token=0.0))
     trace = import_token_log_record(log_record(0, 1.0, ("accept", "accept", "accept")),
                                     dataset="gsm8k", where="record", prompt_tokens=50)
-    model_ms = simulate([trace], config, "baseline").runs[0].latency_ms
+    run = simulate([trace], config, "baseline").runs[0]
+    model_ms = run.latency_ms
     tokens = sum(s.draft_tokens for s in trace.steps)
     exact = ProblemCheck("log", "0", 3, model_ms, model_ms)
-    assert implied_draft_ms_per_token(exact, config, trace) == pytest.approx(
+    assert implied_draft_ms_per_token(exact, config, run) == pytest.approx(
         config.draft_gpu.decode_ms_per_token)
     slower = ProblemCheck("log", "0", 3, model_ms + 2.0 * tokens, model_ms)
-    assert implied_draft_ms_per_token(slower, config, trace) == pytest.approx(
+    assert implied_draft_ms_per_token(slower, config, run) == pytest.approx(
         config.draft_gpu.decode_ms_per_token + 2.0)
+    with pytest.raises(ValueError, match=r"^the replay is of problem 0, the check of 7$"):
+        implied_draft_ms_per_token(replace(exact, problem="7"), config, run)

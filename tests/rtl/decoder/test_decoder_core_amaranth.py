@@ -85,6 +85,6 @@ def greedy_continuation(model, prompt, count):
 def test_ingest_then_draft(tiny_model, vector_width):
     prompt = [5, 77]
     schedule = [(5, 0, 0), (77, 1, 1), "draft"]
-    got = run_core(tiny_model, 8, 0.2, schedule, seed=1, latency=3, stream_bytes=4,
+    got = run_core(tiny_model, 16, 0.2, schedule, seed=1, latency=3, stream_bytes=16,
                    heads_parallel=2, weight_buffer=32, vector_width=vector_width)
     assert got == greedy_continuation(tiny_model, prompt, 2)
