@@ -335,9 +335,16 @@ def token_log_section(folder: Path, out: Path, config, prompt_tokens: int
             swept = token_log_checks(log, config, dataset=dataset, prompt_tokens=p)
             sweep.append([p, f"{median_abs_pct(c.error for c in swept):.1f}",
                           sum(c.error > 0 for c in swept)])
+        accept_only = [all(s.outcome.value == "accept" for s in run.trace.steps)
+                       for run in runs]
         implied = [[c.problem, f"{implied_draft_ms_per_token(c, config, run):.2f}"]
-                   for c, run in zip(checks, runs, strict=True)
-                   if all(s.outcome.value == "accept" for s in run.trace.steps)]
+                   for c, run, only in zip(checks, runs, accept_only, strict=True) if only]
+        split = []
+        for kind, want in (("draft and PRM only (every step accepted)", True),
+                           ("with the target's work", False)):
+            errors = [c.error for c, o in zip(checks, accept_only, strict=True) if o == want]
+            if errors:
+                split.append([kind, len(errors), f"{median_abs_pct(errors):.1f}"])
         verdict = "met" if error <= GOALS["token_log"] else "NOT met"
         lines += [f"`{log.name}` ({dataset}, {len(checks)} records): the scheduler's `baseline` "
                   f"on {config.name} against each record's wall-clock `latency`, the prompt "
@@ -348,6 +355,8 @@ def token_log_section(folder: Path, out: Path, config, prompt_tokens: int
                   "again; the error against the length assumed:", "",
                   *_markdown_table(["prompt tokens", "median abs. error %",
                                     "problems over-predicted"], sweep), "",
+                  "The error by the work a record did (the jobs whose models it tests):", "",
+                  *_markdown_table(["records", "count", "median abs. error %"], split), "",
                   f"The draft's speed each accept-only record implies (its measured latency "
                   f"less everything else as the models price it, over its draft tokens), "
                   f"against the {config.draft_gpu.decode_ms_per_token:g} ms/token the step "

@@ -149,6 +149,9 @@ def test_the_artifacts_measurements(artifact, tmp_path):
     # the short accept-only records imply a draft faster than the profiles' (about 3 ms/token)
     report = (out / "validation.md").read_text()
     assert "| 1 | 2.7" in report
+    # the residual is the accept-only records' (draft and PRM): the records with the target's
+    # work are within the goal (5.6 % of four)
+    assert "| with the target's work | 4 | 5.6 |" in report
 
 
 def test_the_implied_draft_speed_inverts_the_baseline():
