@@ -8,7 +8,7 @@ full width in the generated Verilog.
 
 from amaranth.hdl import Const, Shape, Value
 
-__all__ = ["equals", "is_zero"]
+__all__ = ["equals", "greater_split", "is_zero"]
 
 
 def equals(value, const):
@@ -21,3 +21,26 @@ def equals(value, const):
 def is_zero(value):
     """``value == 0``."""
     return ~Value.cast(value).any()
+
+
+def greater_split(a, b, parts: int = 2):
+    """``a > b`` for two signed values of one width, from ``parts`` slices compared side by side
+    (the top one signed, the others unsigned): carry chains of a ``parts``-th of the length,
+    then the slices' verdicts merged from the top, a slice deciding when those above it are
+    equal."""
+    a, b = Value.cast(a), Value.cast(b)
+    width = len(a)
+    if len(b) != width or width < 2:
+        raise ValueError(f"greater_split needs two values of one width of at least 2 bits, "
+                         f"not {width} and {len(b)}")
+    if isinstance(parts, bool) or not isinstance(parts, int) or not 2 <= parts <= width:
+        raise ValueError(f"greater_split's parts must be an integer in [2, {width}], "
+                         f"not {parts!r}")
+    bounds = [width * k // parts for k in range(parts + 1)]
+    verdict = None
+    for k in range(parts):  # from the lowest slice up
+        lo, hi = bounds[k], bounds[k + 1]
+        x, y = a[lo:hi], b[lo:hi]
+        greater = x.as_signed() > y.as_signed() if k == parts - 1 else x > y
+        verdict = greater if verdict is None else greater | ((x == y) & verdict)
+    return verdict

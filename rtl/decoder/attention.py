@@ -8,7 +8,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.numerics.qwen2_int8 import EXP
-from heteroreason.rtl.compare import equals
+from heteroreason.rtl.compare import equals, greater_split
 from heteroreason.rtl.decoder.pipeline import (
     REQUANT_LATENCY,
     StallingPipeline,
@@ -161,13 +161,13 @@ class Attention(wiring.Component):
         with m.If(j.idle):
             m.d.comb += self.cmd.ready.eq(free)
             with m.If(self.cmd.valid & free):
-                m.d.sync += [j.job.eq(self.cmd.payload), j.queries.eq(0), j.state.eq(_QUERY)]
+                m.d.sync += [j.job.eq(self.cmd.payload), j.queries.eq(0), *_goto(j, _IDLE, _QUERY)]
         # the job's first row and its last index, from the registered command
         m.d.sync += [j.start.eq(self._base(j.job.layer, j.job.kv_head)),
                      j.last_t.eq(j.job.length - 1)]
         if self._external_kv:  # both requests go out as the job starts
             self._requests(m, j)
-        with m.If(equals(j.state, _QUERY)):
+        with m.If(j.state[_QUERY]):
             self._queries(m, j)
         self._score(m, j)
         self._exp(m, j)
@@ -190,10 +190,12 @@ class Attention(wiring.Component):
         """The state of a job, shared by the passes."""
         hd, nh = self._head_dim, self._heads
         row = data.ArrayLayout(signed(8), hd)
-        state = Signal(range(7))
+        # one-hot: every test of the state is one flip-flop (a state register decoded in every
+        # pass would fan out across the unit)
+        state = Signal(7, init=1 << _IDLE)
         rows = self._layers * self._kv_heads * self._max_context
         j = SimpleNamespace(
-            s_wr=s_wr, s_rd=s_rd, e_rds=e_rds, state=state, idle=equals(state, _IDLE),
+            s_wr=s_wr, s_rd=s_rd, e_rds=e_rds, state=state, idle=state[_IDLE],
             job=Signal(self.cmd.payload.shape(), name="job"),
             start=Signal(range(rows + 1), name="start"),
             last_t=Signal(range(self._max_context), name="last_t"),
@@ -202,27 +204,40 @@ class Attention(wiring.Component):
             # rows sent into a pass's pipeline, while ``issuing``; its results out
             issued=Signal(range(self._max_context + 1), name="issued"),
             issuing=Signal(name="issuing"),
+            issue_last=Signal(name="issue_last"),  # the row being issued is the pass's last
             written=Signal(range(self._max_context), name="written"),
-            # as wide as a score (no wider: its comparison is a carry chain of that length)
+            # the result being written is the pass's last: a register, set as the one before
+            # it is written (so that no comparison lies between ``written`` and the passes'
+            # state changes)
+            at_last=Signal(name="at_last"),
+            # as wide as a score (no wider: its comparison is four carry chains of a quarter)
             best=Signal(data.ArrayLayout(signed(score_bits(self._head_dim)), nh), name="best"),
             total=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="total"),
             remainder=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="remainder"),
             quotient=Signal(data.ArrayLayout(unsigned(47), nh), name="quotient"),
             step=Signal(range(47), name="step"),
+            step_last=Signal(name="step_last"),  # the division's last step (registered)
             acc=Signal(data.ArrayLayout(signed(32), nh * hd), name="acc"),
             beat=Signal(range(nh * hd // self._width + 1), name="beat"))
-        j.done = j.written == j.last_t  # the result being written is the pass's last
+        j.done = j.at_last
         m.d.comb += [s_wr.addr.eq(j.written), s_rd.addr.eq(j.issued)]
         return j
 
-    def _next_pass(self, m, j, state) -> None:
-        m.d.sync += [j.state.eq(state), j.issued.eq(0), j.issuing.eq(1), j.written.eq(0)]
+    def _next_pass(self, m, j, source, state) -> None:
+        # ``job`` holds the command from the cycle after it is taken; ``last_t`` a cycle later
+        first_is_last = equals(j.job.length, 1)
+        m.d.sync += [*_goto(j, source, state), j.issued.eq(0), j.issuing.eq(1), j.written.eq(0),
+                     j.at_last.eq(first_is_last), j.issue_last.eq(first_is_last)]
+
+    def _wrote(self, m, j) -> None:
+        """A pass's result is written: the next one is the last when this one is before it."""
+        m.d.sync += [j.written.eq(j.written + 1), j.at_last.eq(j.written + 1 == j.last_t)]
 
     def _issue(self, m, j, taken) -> None:
         """A row enters the pass's pipeline (the last one stops the issue)."""
         with m.If(taken):
-            m.d.sync += j.issued.eq(j.issued + 1)
-            with m.If(j.issued == j.last_t):
+            m.d.sync += [j.issued.eq(j.issued + 1), j.issue_last.eq(j.issued + 1 == j.last_t)]
+            with m.If(j.issue_last):
                 m.d.sync += j.issuing.eq(0)
 
     def _cache(self, m, j) -> None:
@@ -265,7 +280,7 @@ class Attention(wiring.Component):
         """The pass's cache rows, registered beside its multipliers: ``(row, valid)`` two
         cycles after each row is taken (from the on-chip memory's synchronous read, or from
         the port and a register)."""
-        in_pass = equals(j.state, state) & j.issuing
+        in_pass = j.state[state] & j.issuing
         if self._external_kv:
             port = self.k_rows if kind == "k" else self.v_rows
             m.d.comb += port.ready.eq(in_pass)
@@ -297,7 +312,7 @@ class Attention(wiring.Component):
             m.d.sync += [j.query.as_value().word_select(j.queries[:index_bits], hd * 8).eq(
                              self.q.payload), j.queries.eq(j.queries + 1)]
             with m.If(equals(j.queries, nh - 1)):
-                self._next_pass(m, j, _SCORE)
+                self._next_pass(m, j, _QUERY, _SCORE)
                 # below every score (a sum of head_dim products >= -16256 each): the first
                 # row's score replaces it, with no flag in the comparison's path
                 m.d.sync += [j.best[h].eq(-(1 << (score_bits(hd) - 1))) for h in range(nh)]
@@ -325,12 +340,12 @@ class Attention(wiring.Component):
         with m.If(valid):
             for h, dot in enumerate(dots):
                 m.d.comb += j.s_wr.data[h].eq(dot)
-                with m.If(dot > j.best[h]):
+                with m.If(greater_split(dot, j.best[h], parts=4)):
                     m.d.sync += j.best[h].eq(dot)
             m.d.comb += j.s_wr.en.eq(1)
-            m.d.sync += j.written.eq(j.written + 1)
+            self._wrote(m, j)
             with m.If(j.done):
-                self._next_pass(m, j, _EXP)
+                self._next_pass(m, j, _SCORE, _EXP)
                 m.d.sync += [j.total[h].eq(0) for h in range(nh)]
 
     def _exp(self, m, j) -> None:
@@ -338,7 +353,7 @@ class Attention(wiring.Component):
         maximum, requantized (:func:`requantize_pipelined`, saturated to 16 bits: any index
         beyond 255 reads entry 255 alike), negated, clamped to the table's index, the table
         read, registered (:data:`EXP_LATENCY`)."""
-        issue = equals(j.state, _EXP) & j.issuing
+        issue = j.state[_EXP] & j.issuing
         self._issue(m, j, issue)
         valid = delay(m, issue, EXP_LATENCY, name="exp_valid")
         score = delay(m, j.s_rd.data, 1, name="exp_score", reset_less=True)
@@ -352,15 +367,15 @@ class Attention(wiring.Component):
                           reset_less=True)
             m.d.comb += e_rd.addr.eq(index)
             e = delay(m, e_rd.data, 1, name=f"exp_e{h}", reset_less=True)
-            with m.If(equals(j.state, _EXP)):
+            with m.If(j.state[_EXP]):
                 m.d.comb += j.s_wr.data[h].eq(e)
                 with m.If(valid):
                     m.d.sync += j.total[h].eq(j.total[h] + e)
-        with m.If(equals(j.state, _EXP) & valid):
+        with m.If(j.state[_EXP] & valid):
             m.d.comb += j.s_wr.en.eq(1)
-            m.d.sync += j.written.eq(j.written + 1)
+            self._wrote(m, j)
             with m.If(j.done):
-                m.d.sync += [j.state.eq(_DIVIDE), j.step.eq(0)]
+                m.d.sync += [*_goto(j, _EXP, _DIVIDE), j.step.eq(0), j.step_last.eq(0)]
                 m.d.sync += [j.remainder[h].eq(0) for h in range(self._heads)]
 
     def _divide(self, m, j) -> None:
@@ -377,10 +392,10 @@ class Attention(wiring.Component):
             fits = ~less[-1]
             steps += [j.remainder[h].eq(Mux(fits, less[:_SUM_BITS], shifted[:_SUM_BITS])),
                       j.quotient[h].eq(Cat(fits, j.quotient[h][:-1]))]
-        with m.If(equals(j.state, _DIVIDE)):
-            m.d.sync += [*steps, j.step.eq(j.step + 1)]
-            with m.If(equals(j.step, 46)):
-                self._next_pass(m, j, _ACCUMULATE)
+        with m.If(j.state[_DIVIDE]):
+            m.d.sync += [*steps, j.step.eq(j.step + 1), j.step_last.eq(equals(j.step, 45))]
+            with m.If(j.step_last):
+                self._next_pass(m, j, _DIVIDE, _ACCUMULATE)
                 m.d.sync += j.acc.eq(0)
 
     def _accumulate(self, m, j) -> None:
@@ -389,7 +404,7 @@ class Attention(wiring.Component):
         ``heads * head_dim`` registered MACs (:data:`ACCUMULATE_LATENCY`)."""
         hd = self._head_dim
         value, valid = self._rows(m, j, _ACCUMULATE, "v")
-        valid = equals(j.state, _ACCUMULATE) & delay(m, valid, ACCUMULATE_LATENCY - 2,
+        valid = j.state[_ACCUMULATE] & delay(m, valid, ACCUMULATE_LATENCY - 2,
                                                      name="acc_valid")
         # the exponentials were read with the rows; stage 2: registered beside the multipliers
         e = delay(m, j.s_rd.data, 1, name="acc_e", reset_less=True)
@@ -411,9 +426,9 @@ class Attention(wiring.Component):
                 with m.If(valid):
                     m.d.sync += j.acc[h * hd + i].eq(j.acc[h * hd + i] + term)
         with m.If(valid):
-            m.d.sync += j.written.eq(j.written + 1)
+            self._wrote(m, j)
             with m.If(j.done):
-                m.d.sync += [j.state.eq(_EMIT), j.beat.eq(0), j.issuing.eq(1)]
+                m.d.sync += [*_goto(j, _ACCUMULATE, _EMIT), j.beat.eq(0), j.issuing.eq(1)]
 
     def _emit(self, m, j) -> None:
         """The requantized outputs, ``width`` a beat, through a pipeline that stalls with
@@ -421,7 +436,7 @@ class Attention(wiring.Component):
         width = self._width
         beats = self._heads * self._head_dim // width
         pipe = StallingPipeline(m, EMIT_LATENCY, ready=self.out.ready, name="emit")
-        emitting = equals(j.state, _EMIT) & j.issuing
+        emitting = j.state[_EMIT] & j.issuing
         last = equals(j.beat, beats - 1)
         m.d.comb += [pipe.issue.eq(emitting), pipe.issue_tag.eq(last)]
         with m.If(emitting & pipe.advance):
@@ -435,7 +450,13 @@ class Attention(wiring.Component):
                 Const(0, 2), widths=(8,), en=pipe.advance, name=f"out{k}"))
         m.d.comb += [self.out.valid.eq(pipe.out_valid), self.out.payload.last.eq(pipe.out_tag)]
         with m.If(self.out.valid & self.out.ready & self.out.payload.last):
-            m.d.sync += j.state.eq(_IDLE)
+            m.d.sync += _goto(j, _EMIT, _IDLE)
+
+
+def _goto(j, source: int, target: int) -> list:
+    """A transition of the one-hot state: its two bits alone (every other bit's next state
+    depends on none of the transitions that do not touch it)."""
+    return [j.state[source].eq(0), j.state[target].eq(1)]
 
 
 def score_latency(head_dim: int) -> int:

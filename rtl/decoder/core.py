@@ -229,6 +229,7 @@ class DecoderCore(wiring.Component):
         seq.leave()
         seq.matvec_streams()
         seq.feeds()
+        seq.gathers()
         seq.writes()
         return m
 

@@ -1,10 +1,10 @@
 """Greedy sampler: a running argmax over the LM head's int32 logits, so logits are never stored."""
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.rtl.compare import equals
+from heteroreason.rtl.compare import equals, greater_split
 
 __all__ = ["LATENCY", "ArgmaxSampler"]
 
@@ -36,8 +36,8 @@ class ArgmaxSampler(wiring.Component):
     -------
     The token is offered :data:`LATENCY` cycles after the last logit: the logits go to two
     running maxima in turn (even and odd indices), each compared in one cycle and updated in
-    the next, so that no comparison and update share a cycle; then the two merged, then the
-    winner's marks.
+    the next, so that no comparison and update share a cycle; then the two maxima compared
+    (each one's marks found beside), then the winner and its marks picked.
 
     Throughput
     ----------
@@ -94,7 +94,7 @@ class ArgmaxSampler(wiring.Component):
         with m.If(self.logits.valid & self.logits.ready):
             value, lane = self.logits.payload.value, index[0]
             # the lowest index wins ties: a later logit replaces the maximum only when greater
-            better = [(index < 2) | _greater(value, best[k]) for k in (0, 1)]
+            better = [(index < 2) | greater_split(value, best[k], parts=4) for k in (0, 1)]
             m.d.sync += [cand.eq(value), cand_index.eq(index), cand_valid.eq(1),
                          cand_better.eq(Mux(lane, better[1], better[0])), cand_lane.eq(lane),
                          cand_last.eq(self.logits.payload.last)]
@@ -107,24 +107,23 @@ class ArgmaxSampler(wiring.Component):
         for k in (0, 1):
             with m.If(cand_valid & cand_better & equals(cand_lane, k)):
                 m.d.sync += [best[k].eq(cand), best_index[k].eq(cand_index)]
-        # the two maxima merged: the odd lane's when greater, or equal at a lower index
+        # the two maxima merged: the verdict (the odd lane's when greater, or equal at a lower
+        # index) registered alone, with each lane's marks; the winner's index and marks picked
+        # by it the cycle after
+        odd = Signal()
+        marks = [Signal(2, name=f"marks{k}") for k in (0, 1)]  # (step_end, eos)
         with m.If(merging):
-            odd = _greater(best[1], best[0]) | ((best[1] == best[0])
-                                                & (best_index[1] < best_index[0]))
-            m.d.sync += result.token.eq(Mux(odd, best_index[1], best_index[0]))
-        # the winner's marks
+            m.d.sync += odd.eq(greater_split(best[1], best[0])
+                               | ((best[1] == best[0]) & (best_index[1] < best_index[0])))
+            for k in (0, 1):
+                is_delimiter = 0
+                for t in self.delimiters:
+                    is_delimiter = is_delimiter | equals(best_index[k], t)
+                eos = equals(best_index[k], self.eos)
+                m.d.sync += marks[k].eq(Cat(is_delimiter | eos, eos))
         with m.If(marking):
-            is_delimiter = 0
-            for t in self.delimiters:
-                is_delimiter = is_delimiter | equals(result.token, t)
-            eos = equals(result.token, self.eos)
-            m.d.sync += [result.step_end.eq(is_delimiter | eos), result.eos.eq(eos),
-                         full.eq(1)]
+            mark = Mux(odd, marks[1], marks[0])
+            m.d.sync += [result.token.eq(Mux(odd, best_index[1], best_index[0])),
+                         result.step_end.eq(mark[0]), result.eos.eq(mark[1]), full.eq(1)]
         return m
 
-
-def _greater(a, b):
-    """``a > b`` for signed 32-bit values from two 16-bit halves compared side by side (two
-    short carry chains instead of one of 32 bits)."""
-    return ((a[16:].as_signed() > b[16:].as_signed())
-            | ((a[16:] == b[16:]) & (a[:16] > b[:16])))

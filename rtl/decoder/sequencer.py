@@ -221,6 +221,9 @@ class Sequencer:
         self.beat = Signal(data.ArrayLayout(signed(8), p.lanes))
         self.row = Signal(data.ArrayLayout(signed(8), c.head_dim))
         self.krow = Signal(data.ArrayLayout(signed(8), c.head_dim))
+        # a gather's rows go to ``krow`` (a head's K rows for its KV write) or ``row``:
+        # registered as the gather begins (see :meth:`gathers`)
+        self.gather_k = Signal(name="gather_k")
         self.have = Signal()
         # a product's vector: the rows loaded from now on are past it (registered as its last
         # is loaded; cleared as an operator begins)
@@ -280,7 +283,7 @@ class Sequencer:
     def _counters(self):
         """The state every operator starts from, but the counters ``fresh`` clears."""
         return [self.phase.eq(0), self.lane.eq(0),
-                self.head.eq(0), self.have.eq(0), self.streaming.eq(0),
+                self.head.eq(0), self.have.eq(0), self.streaming.eq(0), self.gather_k.eq(0),
                 *(flag.eq(0) for flag in self.sink_of.values()),
                 *(flag.eq(0) for flag in self.flag.values())]
 
@@ -364,6 +367,21 @@ class Sequencer:
                 cmd.out_mult.eq(self.out_mult), cmd.out_shift.eq(self.out_shift),
                 kv.layer.eq(self.layer), kv.kv_head.eq(head), kv.pos.eq(self.token.pos),
                 kv.k.eq(self.krow), kv.v.eq(self.row)]
+
+    def gathers(self) -> None:
+        """A gathered row into ``krow`` or ``row`` (element ``i``'s row of a head), on the
+        registered ``gather`` flag and ``gather_k`` (elaborated once, outside the operators'
+        cases: no program-counter decode reaches the rows' enables); the cases count the rows
+        and end the gathers."""
+        m, sp, reader, vw = self.m, self.sp, self.sp.reader0, self.p.vector_width
+        index = self.i[:self.index_bits]
+        with m.If(self.flag["gather"] & reader.valid):
+            with m.If(self.gather_k):
+                m.d.sync += self.krow.as_value().word_select(index, 8 * vw).eq(
+                    sp.low_bytes(reader.row))
+            with m.Else():
+                m.d.sync += self.row.as_value().word_select(index, 8 * vw).eq(
+                    sp.low_bytes(reader.row))
 
     def matvec_streams(self) -> None:
         """The prefetch buffers' payloads to the units, the weight and row-parameter streams'
@@ -633,18 +651,17 @@ class Sequencer:
     def kv_write(self, op: Operator) -> None:
         # per KV head: its K rows gathered (phases 0-1), its V rows (2-3), the write (4)
         m, sp, att, reader = self.m, self.sp, self.units.att, self.sp.reader0
-        i, head, phase, vw = self.i, self.head, self.phase, self.p.vector_width
-        head_rows, bits = self.head_rows, self.index_bits
-        # the head's K rows from ``first``, its V rows as far on as V's buffer is from K's
-        for start_phase, offset, target in ((0, 0, self.krow),
-                                            (2, sp.row_of["v"] - sp.row_of["k"], self.row)):
+        i, head, phase, head_rows = self.i, self.head, self.phase, self.head_rows
+        # the head's K rows from ``first`` into ``krow``, its V rows as far on as V's buffer is
+        # from K's into ``row`` (:meth:`gathers`)
+        for start_phase, offset in ((0, 0), (2, sp.row_of["v"] - sp.row_of["k"])):
             with m.If(equals(phase, start_phase)):
                 reader.start(self.first[0] + offset, head_rows)
-                m.d.sync += [*self._enter("gather", start_phase + 1), i.eq(0)]
+                m.d.sync += [*self._enter("gather", start_phase + 1), i.eq(0),
+                             self.gather_k.eq(start_phase == 0)]
             # ``gather``: every row taken
             with m.If(equals(phase, start_phase + 1) & reader.valid):
-                m.d.sync += [target.as_value().word_select(i[:bits], 8 * vw).eq(
-                                 sp.low_bytes(reader.row)), i.eq(i + 1)]
+                m.d.sync += i.eq(i + 1)
                 with m.If(equals(i, head_rows - 1)):
                     m.d.sync += [phase.eq(start_phase + 2), self.flag["gather"].eq(0)]
                     if start_phase == 2:
@@ -660,7 +677,7 @@ class Sequencer:
         # ``head`` is the job's first query head, ``lane`` counts its query beats sent
         m, c, sp, att = self.m, self.c, self.sp, self.units.att
         phase, i, j, lane, head = self.phase, self.i, self.j, self.lane, self.head
-        hp, vw, head_rows = self.p.heads_parallel, self.p.vector_width, self.head_rows
+        hp, head_rows = self.p.heads_parallel, self.head_rows
         reader = sp.reader0
         with m.If(equals(phase, 0)):  # the command (``cmd_att``, :meth:`feeds`)
             with m.If(att.cmd.ready):
@@ -669,11 +686,9 @@ class Sequencer:
                 m.d.sync += self._enter("gather", 1, leave="cmd_att")
             # a job's counters cleared while it waits (not under the unit's ready)
             m.d.sync += [i.eq(0), j.eq(0), lane.eq(0)]
-        # gather a query head, a scratchpad row a cycle
+        # gather a query head into ``row``, a scratchpad row a cycle (:meth:`gathers`)
         with m.If(equals(phase, 1) & reader.valid):
-            m.d.sync += [self.row.as_value().word_select(i[:self.index_bits], 8 * vw).eq(
-                             sp.low_bytes(reader.row)),
-                         i.eq(i + 1)]
+            m.d.sync += i.eq(i + 1)
             with m.If(equals(i, head_rows - 1)):
                 m.d.sync += self._enter("send_q", 2, leave="gather")
         with m.If(equals(phase, 2)):
