@@ -141,21 +141,6 @@ class _Device:
         self._queue_t = now
         self.queued += delta
 
-    def _enqueue(self, item: Item) -> None:
-        self._seq += 1
-        item.seq = self._seq
-        self.outstanding_ms += item.work_ms
-        self._queue_change(+1)
-
-    def _serve(self, item: Item) -> None:
-        """``item`` enters service (now, if it has not before)."""
-        if not item.started:
-            item.started = True
-            item.start_ms = self.loop.now
-            self._queue_change(-1)
-            self.wait_ms += self.loop.now - item.submit_ms
-            self.items_served += 1
-
     def _forget(self, item: Item) -> None:
         self.outstanding_ms -= item.work_ms
         if not item.started:  # cancelled while queued: it waited until now
@@ -175,19 +160,28 @@ class ExclusiveDevice(_Device):
         self._start_ms = 0.0
         self._token = 0
 
+    # (the per-job paths are written out: they run for every job of every problem)
     def submit(self, item: Item) -> None:
-        self._enqueue(item)
+        self._seq += 1
+        item.seq = self._seq
+        self.outstanding_ms += item.work_ms
         if self.current is None:
-            self._start(item)
+            self._start(item)  # served as it arrives: the queue's length does not change
         else:
+            self._queue_change(+1)
             self.queue.append(item)
 
     def _start(self, item: Item) -> None:
+        loop = self.loop
+        now = loop.now
         self.current = item
-        self._start_ms = self.loop.now
+        self._start_ms = now
         self._token += 1
-        self._serve(item)
-        self.loop.at(self.loop.now + item.work_ms, item.priority, self._end, self._token)
+        item.started = True
+        item.start_ms = now
+        self.wait_ms += now - item.submit_ms
+        self.items_served += 1
+        loop.at(now + item.work_ms, item.priority, self._end, self._token)
 
     def _end(self, token: int) -> None:
         if token != self._token:
@@ -197,13 +191,14 @@ class ExclusiveDevice(_Device):
         self.busy_ms += self.loop.now - self._start_ms
         if self.activity is not None:
             self._log(self._start_ms, _job_name(item), 1, 1, item.owner.index)
-        self._forget(item)
+        self.outstanding_ms -= item.work_ms
         self._advance()
         item.owner.completed(item)
 
     def _advance(self) -> None:
         self.current = None
         if self.queue:
+            self._queue_change(-1)
             self._start(self.queue.popleft())
 
     def promote(self, item: Item) -> None:
@@ -255,7 +250,10 @@ class BatchedGpu(_Device):
             if item.decode_left and not self.cost.decodes:
                 raise FleetError(f"{self.name}: {self.cost.name} has no decode fit "
                                  "(decode_ms_per_token 0) but was asked to decode")
-        self._enqueue(item)
+        self._seq += 1
+        item.seq = self._seq
+        self.outstanding_ms += item.work_ms
+        self._queue_change(+1)
         self.waiting.append(item)
         self._changed()
 
@@ -339,9 +337,14 @@ class BatchedGpu(_Device):
                         kv += item.kv_tokens
                         if item.speculative and prefetch_room is not None:
                             prefetch_room -= 1
+            now = self.loop.now
             for item in chosen:
                 if not item.started:
-                    self._serve(item)
+                    item.started = True
+                    item.start_ms = now
+                    self._queue_change(-1)
+                    self.wait_ms += now - item.submit_ms
+                    self.items_served += 1
             self.batch, self.waiting = chosen, rest
             if not chosen:  # only prefetches wait, and none may run
                 return
@@ -439,6 +442,9 @@ class BatchedGpu(_Device):
             return
         kind, _start, k, _a, _g = self._seg
         finished = []
+        if kind == "run":  # each item's batch-1 cost of k iterations (_run_own_ms, written out)
+            floor_ms, kv_ms, pairs = k * self.cost.decode_floor_ms, self.cost.kv_token_ms, \
+                k * (k - 1) / 2
         for item in self.batch:
             if kind == "foreign":
                 item.done_ms = item.work_ms
@@ -452,7 +458,7 @@ class BatchedGpu(_Device):
                     item.decode_left -= 1
                     item.call_pending = False
             else:
-                item.done_ms += self._run_own_ms(item, k)
+                item.done_ms += floor_ms + kv_ms * (k * (item.kv + 1) + pairs)
                 item.kv += k
                 item.decode_left -= k
             if item.prefill is None and item.decode_left == 0:
@@ -462,7 +468,7 @@ class BatchedGpu(_Device):
             self.batch = [i for i in self.batch if i.prefill is not None or i.decode_left]
         for item in finished:
             item.done_ms = item.work_ms
-            self._forget(item)
+            self.outstanding_ms -= item.work_ms  # (_forget of a served item)
         self._in_callbacks = True
         try:
             for item in finished:

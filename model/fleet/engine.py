@@ -278,6 +278,9 @@ class _Fleet:
             replay.done_ms, sum(replay.chain), sum(s.draft_tokens for s in trace.steps),
             tuple(sorted((r.value, ms) for r, ms in replay.waits_ms.items()))))
         self.resident[replay.draft_index] -= 1
+        # summarized: drop the jobs, whose items refer back to the replay (a cycle that the
+        # garbage collector would have to find; dropped here, reference counting frees it)
+        replay.records = None
         # admit after the finishing problem's own cancellations are done
         self.loop.at(self.loop.now, Priority.START, self._admit)
 

@@ -45,8 +45,10 @@ class _Lanes:
 
     # the batch-1 cost forms, kept in their shape for the batched GPUs
     def work(self, model: LlmTiming, *, prefill=None, decode=0, kv=0):
-        return GpuWork(super().work(model, prefill=prefill, decode=decode, kv=kv), model,
-                       prefill, decode, kv)
+        ms = model.prefill_ms(prefill) if prefill is not None else 0.0  # Replay.work's sum
+        if decode:
+            ms += model.decode_ms(decode, kv)
+        return GpuWork(ms, model, prefill, decode, kv)
 
     @staticmethod
     def cost_ms(work) -> float:
@@ -82,9 +84,10 @@ class _Lanes:
 
     def completed(self, item: Item) -> None:
         item.end_ms = self.loop.now
-        self._waited(item)
+        res = item.resource  # (_waited, written out: this runs for every job)
+        self.waits_ms[res] = self.waits_ms.get(res, 0.0) + item.start_ms - item.submit_ms
         self.records.append(item)
-        self._next(item.resource)
+        self._next(res)
         done = item.done
         if done is not None:
             done(*item.args)
