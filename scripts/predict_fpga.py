@@ -6,9 +6,11 @@ against the HBM roofline, an edge GPU and the paper's own projection.
 
 For each board: the design chosen (MACs per cycle, stream bytes per cycle, heads in parallel),
 its estimated resources against the board's, and per context length the draft ms/token,
-tokens/s, the HBM roofline (weight and KV bytes per token over the usable bandwidth) and the
-fraction of it reached, and the speed-up over the paper's U280 line (the artifact's preset
-``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); then what backs each
+tokens/s, the HBM roofline (weight and KV bytes per token over what the board's HBM ports
+sustain at its clock, :mod:`heteroreason.model.timing.fpga.hbm`; each board's memory plan is
+printed) and the fraction of it reached, and the speed-up over the paper's U280 line (the
+artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); then
+what backs each
 board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
 ms/token against context length.
 """
@@ -31,6 +33,7 @@ from heteroreason.model.timing.fpga.platform import (
     draft_ms_per_token,
     edge_gpu_ms_per_token,
     estimate_resources,
+    memory_plan,
 )
 
 
@@ -69,6 +72,20 @@ def main(argv: list[str] | None = None) -> int:
                      "yes" if need.fits(have) else "NO"])
     print(format_table(["board", "MHz", "MACs/cycle", "stream B/cycle", "heads ||",
                         "vector width", "weight buffer", "LUT", "DSP", "BRAM18K", "fits"], rows))
+    print("HBM (model/timing/fpga/hbm.py): the roofline below is what every port together "
+          "sustains at the board's clock")
+    for b, params in designs.items():
+        board = BOARDS[b]
+        hbm = board.hbm
+        native = hbm.ports * hbm.port_bytes_per_s(hbm.native_port_bits, board.clock_hz)
+        print(f"  {b}: {hbm.pseudo_channels} pseudo-channels, {hbm.peak_bytes_per_s / 1e9:.0f} "
+              f"GB/s peak, {hbm.achievable_bytes_per_s / 1e9:.0f} achievable; {hbm.ports} ports "
+              f"at {board.clock_hz / 1e6:g} MHz: {native / 1e9:.0f} GB/s with "
+              f"{hbm.native_port_bits}-bit ports, "
+              f"{board.usable_bandwidth_bytes_per_s / 1e9:.0f} GB/s with "
+              f"{max(hbm.port_bits)}-bit ports (roofline)")
+        print(f"    plan: {memory_plan(config, board, params).describe()}")
+        print(f"    source: {hbm.source}; efficiency: {hbm.efficiency_source}")
     rows = []
     for b in args.boards:
         board = BOARDS[b]

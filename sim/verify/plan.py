@@ -36,6 +36,10 @@ class Stimulus:
         The decoder-core timing test: positions to time one decode token at.
     scenario, cosim
         The DraftEngine's host scenario and the co-simulation's settings (JSON objects).
+    weight_ports
+        The weight stream split byte-wise over HBM ports, each ``(latency, stall)`` of its own
+        (:class:`~heteroreason.sim.verify.tb.hbm.StripedChannel`); empty: one port with
+        ``latency`` and ``stall``.
     script
         The replay bench's transaction script (a JSON file).
     result
@@ -51,6 +55,7 @@ class Stimulus:
     stall: float = 0.0
     idle: float = 0.0
     backpressure: float = 0.0
+    weight_ports: tuple[tuple[int, float], ...] = ()
     scenario: Mapping | None = None
     cosim: Mapping | None = None
     script: str | None = None
@@ -68,6 +73,14 @@ class Stimulus:
                     not 0.0 <= value < 1.0:
                 raise ValueError(f"stimulus {name} must be a probability in [0, 1), not "
                                  f"{value!r}")
+        ports = tuple(tuple(p) for p in self.weight_ports)
+        for port in ports:
+            if len(port) != 2 or isinstance(port[0], bool) or not isinstance(port[0], int) or \
+                    port[0] < 0 or isinstance(port[1], bool) or \
+                    not isinstance(port[1], (int, float)) or not 0.0 <= port[1] < 1.0:
+                raise ValueError(f"stimulus weight_ports must be (latency >= 0, stall in [0, 1)) "
+                                 f"pairs, not {port!r}")
+        object.__setattr__(self, "weight_ports", ports)
         for name in ("prompt", "positions"):
             values = tuple(getattr(self, name))
             if not all(not isinstance(v, bool) and isinstance(v, int) and v >= 0

@@ -8,9 +8,11 @@ up (with SwiGLU), down; final norm; LM head when the logits are kept — each wi
 needs (scratchpad rows of ``vector_width`` elements on the vector paths, one a cycle where each
 element needs its own parameter, rows x beats, the attention unit's own job cycles, ...) plus a
 fitted per-operator overhead. The weight stream is modelled as the RTL has it: after the request
-latency it delivers one stream beat a cycle into a prefetch buffer (``weight_buffer`` matrix-vector
-beats) until the buffer is full; a matrix-vector operator takes ``lanes // stream_bytes`` stream
-beats a cycle while the buffer has them, and waits on the stream when it does not. So the model is
+latency it delivers ``stream_beats_per_cycle`` stream beats a cycle (one where the board's memory
+keeps up, less where its HBM ports cannot: :mod:`~heteroreason.model.timing.fpga.hbm`) into a
+prefetch buffer (``weight_buffer`` matrix-vector beats) until the buffer is full; a matrix-vector
+operator takes ``lanes // stream_bytes`` stream beats a cycle while the buffer has them, and waits
+on the stream when it does not. So the model is
 stream-bound or compute-bound exactly where the RTL is.
 
 All times are cycles; :meth:`CoreTiming.token_cycles` is the one entry point, and
@@ -77,6 +79,7 @@ class CoreTiming:
     params: DecoderParams
     memory_latency_cycles: int = 0
     overheads: Overheads = OVERHEADS
+    stream_beats_per_cycle: float = 1.0  # what the memory sustains (:mod:`.hbm`), in (0, 1]
 
     def __post_init__(self):
         if not isinstance(self.params, DecoderParams):
@@ -86,6 +89,9 @@ class CoreTiming:
         if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
             raise ValueError(f"memory_latency_cycles must be a non-negative integer, not "
                              f"{latency!r}")
+        rate = self.stream_beats_per_cycle
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1:
+            raise ValueError(f"stream_beats_per_cycle must be in (0, 1], not {rate!r}")
 
     def operators(self, position: int, *, keep_logits: bool = True) -> list[tuple]:
         """``(name, compute cycles, matrix-vector beats)`` of one token at ``position``, in the
@@ -158,10 +164,12 @@ class CoreTiming:
         t = float(TOKEN_START_LATENCY)  # the first operator starts a cycle after the token
         delivered = consumed = 0.0  # stream beats
 
+        rate = self.stream_beats_per_cycle
+
         def stream(until: float) -> None:
             nonlocal delivered
             active = max(0.0, until - max(t, first))
-            delivered = min(delivered + active, consumed + cap, total)
+            delivered = min(delivered + rate * active, consumed + cap, total)
 
         sinks = [op.sink for _, op in token_operators(self.config.layers,
                                                       keep_logits=keep_logits)]
@@ -187,7 +195,8 @@ class CoreTiming:
             if t < first:  # nothing has arrived yet
                 stream(first)
                 t = first
-            duration = max(float(mv_beats), need - (delivered - consumed)) + o.matvec + drain
+            duration = max(float(mv_beats), (need - (delivered - consumed)) / rate) + \
+                o.matvec + drain
             if sink is Sink.SWIGLU:  # the operator ends with the SwiGLU unit's last result
                 duration += SWIGLU_LATENCY
             consumed += need  # the buffer frees as it drains: the stream runs on meanwhile

@@ -22,6 +22,14 @@ from heteroreason.model.timing.device_timing import LlmTiming
 from heteroreason.model.timing.energy import DevicePower
 from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming, cycles_to_ms
+from heteroreason.model.timing.fpga.hbm import (
+    U280_HBM,
+    V80_HBM,
+    HbmSpec,
+    MemoryPlan,
+    plan_memory,
+    roofline_bytes_per_s,
+)
 from heteroreason.rtl.decoder.params import DecoderParams
 
 __all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "board_power",
@@ -46,36 +54,36 @@ class Resources:
 class FpgaBoard:
     name: str
     clock_hz: float
-    hbm_bandwidth_bytes_per_s: float
-    hbm_channels: int
-    usable_fraction: float  # of the peak bandwidth a streaming design sustains
+    hbm: HbmSpec
     resources: Resources
     power_w: float
     source: str
-    hbm_bytes: float = 0.0  # the data sheet's HBM capacity (bounds the problems a board holds)
+
+    @property
+    def hbm_bytes(self) -> float:
+        """The data sheet's HBM capacity (bounds the problems a board holds)."""
+        return self.hbm.capacity_bytes
 
     @property
     def usable_bandwidth_bytes_per_s(self) -> float:
-        return self.hbm_bandwidth_bytes_per_s * self.usable_fraction
+        """What the board's ports sustain at its clock (:func:`.hbm.roofline_bytes_per_s`)."""
+        return roofline_bytes_per_s(self.hbm, self.clock_hz)
 
     @property
     def memory_latency_cycles(self) -> int:
-        """The HBM's read latency, about 300 ns, in kernel cycles."""
-        return round(HBM_READ_LATENCY_S * self.clock_hz)
+        """The HBM's read latency in kernel cycles."""
+        return round(self.hbm.read_latency_s * self.clock_hz)
 
 
-HBM_READ_LATENCY_S = 300e-9  # assumed: the order of published HBM2 read latencies on Alveo cards
 _U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=960)
 _V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_301)
 BOARDS: dict[str, FpgaBoard] = {b.name: b for b in (
-    FpgaBoard("u280-200", 200e6, 460e9, 32, 0.85, _U280, 45.0,
-              "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); docs/design.md §8: 45 W at 200 MHz",
-              8 * 2**30),
-    FpgaBoard("u280-300", 300e6, 460e9, 32, 0.85, _U280, 60.0,
-              "Alveo U280 data sheet; docs/design.md §8: 60 W at 300 MHz", 8 * 2**30),
-    FpgaBoard("v80", 300e6, 819e9, 64, 0.85, _V80, 120.0,
-              "Alveo V80 data sheet (HBM2e 32 GB, 819 GB/s); docs/design.md §8: 120 W",
-              32 * 2**30),
+    FpgaBoard("u280-200", 200e6, U280_HBM, _U280, 45.0,
+              "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); docs/design.md §8: 45 W at 200 MHz"),
+    FpgaBoard("u280-300", 300e6, U280_HBM, _U280, 60.0,
+              "Alveo U280 data sheet; docs/design.md §8: 60 W at 300 MHz"),
+    FpgaBoard("v80", 300e6, V80_HBM, _V80, 120.0,
+              "Alveo V80 data sheet (HBM2e 32 GB, 819 GB/s); docs/design.md §8: 120 W"),
 )}
 
 
@@ -150,26 +158,44 @@ def _committed_calibration():
     return load_calibration(CALIBRATION_FILE)
 
 
+def memory_plan(config: Qwen2Config, board: FpgaBoard, params: DecoderParams) -> MemoryPlan:
+    """How ``params``'s streams use the board's HBM ports (:func:`.hbm.plan_memory`)."""
+    return _memory_plan(board, params.stream_bytes,
+                        config.head_dim if params.external_kv else 0)
+
+
+@functools.cache
+def _memory_plan(board: FpgaBoard, stream_bytes: int, kv_row_bytes: int) -> MemoryPlan:
+    return plan_memory(board.hbm, board.clock_hz, stream_bytes, kv_row_bytes=kv_row_bytes)
+
+
+def core_timing(config: Qwen2Config, board: FpgaBoard, params: DecoderParams,
+                overheads) -> CoreTiming:
+    """The timing model of ``params`` on ``board``: its memory's latency and the weight
+    stream's sustained beats a cycle from the board's memory plan."""
+    rate = memory_plan(config, board, params).weight_beats_per_cycle
+    return CoreTiming(config, params, board.memory_latency_cycles, overheads,
+                      stream_beats_per_cycle=rate)
+
+
 @functools.cache
 def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> DecoderParams:
-    max_stream = board.usable_bandwidth_bytes_per_s / board.clock_hz
     group = config.heads // config.kv_heads
     candidates = []
-    latency = board.memory_latency_cycles
     widths = [v for v in (1, 2, 4, 8, 16, 32)
               if config.ffn % v == 0 and (config.head_dim // 2) % v == 0]
     for lanes in _divisors(config.hidden):
         if lanes < 32:
             continue
         for stream_bytes, v, buffer in itertools.product(_divisors(lanes), widths, (512, 4096)):
-            if stream_bytes > max_stream or stream_bytes < lanes // 4 or lanes % v:
+            if stream_bytes < lanes // 4 or lanes % v:
                 continue
             params = DecoderParams(lanes, stream_bytes, heads_parallel=group,
                                    weight_buffer=buffer, vector_width=v, external_kv=True)
             resources = estimate_resources(config, params)
             if not resources.fits(board.resources):
                 continue
-            cycles = CoreTiming(config, params, latency, overheads).token_cycles(
+            cycles = core_timing(config, board, params, overheads).token_cycles(
                 min(2048, config.max_context - 1))
             candidates.append((cycles, resources.bram18k, resources.dsp, params))
     if not candidates:
@@ -192,8 +218,8 @@ def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context
                          f"not {context!r}")
     calibration = _committed_calibration()
     params = design_for(config, board, calibration=calibration)
-    cycles = CoreTiming(config, params, board.memory_latency_cycles,
-                        calibration.overheads).token_cycles(context, keep_logits=keep_logits)
+    cycles = core_timing(config, board, params, calibration.overheads).token_cycles(
+        context, keep_logits=keep_logits)
     return cycles_to_ms(cycles, board.clock_hz)
 
 

@@ -24,6 +24,7 @@ from heteroreason.sim.verify.tb.common import TbBase, plan, seeded_rng, stimulus
 from heteroreason.sim.verify.tb.hbm import (
     HbmChannel,
     KvMemory,
+    StripedChannel,
     packed_param_beats,
     packed_weight_beats,
 )
@@ -45,13 +46,18 @@ def build_reference_core() -> DecoderCore:
 
 
 def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float,
-                 unwritten_kv_reads_zero: bool = False):
-    """The weight and parameter channels of the HBM model for ``core``'s schedule, and the KV
-    memory when the core keeps its cache outside (else None)."""
+                 weight_ports: tuple = (), unwritten_kv_reads_zero: bool = False):
+    """The weight and parameter channels of the HBM model for ``core``'s schedule (the weights
+    striped over ``weight_ports`` when it names any), and the KV memory when the core keeps its
+    cache outside (else None)."""
     addr_bits = Shape.cast(core.wreq.payload.shape()["addr"].shape).width
-    weights = HbmChannel(dut, "wreq", "wdata",
-                         packed_weight_beats(core.schedule, core.stream_bytes),
-                         addr_bits=addr_bits, rng=rng, latency=latency, stall=stall)
+    image = packed_weight_beats(core.schedule, core.stream_bytes)
+    if weight_ports:
+        weights = StripedChannel(dut, "wreq", "wdata", image, beat_bytes=core.stream_bytes,
+                                 ports=weight_ports, addr_bits=addr_bits, rng=rng)
+    else:
+        weights = HbmChannel(dut, "wreq", "wdata", image, addr_bits=addr_bits, rng=rng,
+                             latency=latency, stall=stall)
     params = HbmChannel(dut, "preq", "pdata", packed_param_beats(core.schedule),
                         addr_bits=addr_bits, rng=rng, latency=latency, stall=stall)
     kv = None
@@ -72,7 +78,7 @@ class CoreTB(TbBase):
         knobs = stimulus()
         self.weights, self.params, self.kv = hbm_channels(
             dut, self.core, rng, latency=knobs.latency, stall=knobs.stall,
-            unwritten_kv_reads_zero=name == "token_timing")
+            weight_ports=knobs.weight_ports, unwritten_kv_reads_zero=name == "token_timing")
         token_layout = self.core.token.payload.shape()
         sample_layout = self.core.sample.payload.shape()
         self.token = StreamSource(dut, "token", token_layout, rng=rng,

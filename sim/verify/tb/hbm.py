@@ -15,10 +15,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from heteroreason.model.timing.fpga.hbm import slice_bytes
 from heteroreason.rtl.decoder.decode_schedule import DecodeSchedule
 from heteroreason.sim.verify.tb.streams import Payload
 
-__all__ = ["HbmChannel", "KvMemory", "packed_param_beats", "packed_weight_beats"]
+__all__ = ["HbmChannel", "KvMemory", "StripedChannel", "packed_param_beats",
+           "packed_weight_beats"]
 
 
 def packed_weight_beats(schedule: DecodeSchedule, stream_bytes: int) -> list[int]:
@@ -37,16 +39,18 @@ def packed_param_beats(schedule: DecodeSchedule) -> list[int]:
     return out
 
 
-class HbmChannel:
-    """One request stream and its response stream, e.g. ``wreq``/``wdata``."""
+def _check_port(latency, stall, what: str = "") -> None:
+    if not 0.0 <= stall < 1.0:
+        raise ValueError(f"{what}stall must be in [0, 1), not {stall!r}")
+    if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
+        raise ValueError(f"{what}latency must be a non-negative integer, not {latency!r}")
 
-    def __init__(self, dut, request: str, response: str, beats: Sequence[int], *,
-                 addr_bits: int, rng: random.Random, latency: int = 0, stall: float = 0.0,
-                 size: int | None = None):
-        if not 0.0 <= stall < 1.0:
-            raise ValueError(f"stall must be in [0, 1), not {stall!r}")
-        if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
-            raise ValueError(f"latency must be a non-negative integer, not {latency!r}")
+
+class _StreamPorts:
+    """A request stream and its response stream (e.g. ``wreq``/``wdata``): the handles, the
+    beat on offer and the requests taken."""
+
+    def __init__(self, dut, request: str, response: str, *, size: int, addr_bits: int):
         self._req_valid = getattr(dut, f"{request}__valid")
         self._req_ready = getattr(dut, f"{request}__ready")
         self._req_payload = getattr(dut, f"{request}__payload")
@@ -54,17 +58,55 @@ class HbmChannel:
         self._ready = getattr(dut, f"{response}__ready")
         self._payload = getattr(dut, f"{response}__payload")
         self.name = response
-        self._beats = beats
-        self._size = len(beats) if size is None else size
+        self._size = size
         self._addr_mask = (1 << addr_bits) - 1
         self._addr_bits = addr_bits
+        self._offered: int | None = None  # the address of the beat on offer
+        self.requests = 0
+        self.beats_sent = 0
+
+    def idle_port(self) -> None:
+        self._req_ready.value = 0
+        self._valid.value = 0
+
+    def _offer(self, value: int | None) -> None:
+        if self._offered is None:
+            self._valid.value = 0
+        else:
+            self._valid.value = 1
+            self._payload.value = value
+
+    def _observe_ports(self) -> tuple[int, int] | None:
+        """The offered beat leaves if taken; a request taken this cycle: its (first address,
+        end)."""
+        if self._offered is not None and int(self._ready.value):
+            self._offered = None
+            self.beats_sent += 1
+        if not int(self._req_valid.value):
+            return None
+        word = int(self._req_payload.value)
+        addr, count = word & self._addr_mask, word >> self._addr_bits
+        if count == 0 or addr + count > self._size:
+            raise AssertionError(f"{self.name}: request of {count} beats at {addr} outside "
+                                 f"the memory of {self._size} beats")
+        self.requests += 1
+        return addr, addr + count
+
+
+class HbmChannel(_StreamPorts):
+    """One request stream and its response stream, e.g. ``wreq``/``wdata``."""
+
+    def __init__(self, dut, request: str, response: str, beats: Sequence[int], *,
+                 addr_bits: int, rng: random.Random, latency: int = 0, stall: float = 0.0,
+                 size: int | None = None):
+        _check_port(latency, stall)
+        super().__init__(dut, request, response, size=len(beats) if size is None else size,
+                         addr_bits=addr_bits)
+        self._beats = beats
         self._rng = rng
         self.latency = latency
         self.stall = stall
         self._pending: deque[list[int]] = deque()  # [first cycle, next address, end]
-        self._offered: int | None = None
-        self.requests = 0
-        self.beats_sent = 0
 
     def __repr__(self) -> str:
         return (f"HbmChannel({self.name}: {self.requests} requests, {self.beats_sent} beats "
@@ -73,10 +115,6 @@ class HbmChannel:
     @property
     def busy(self) -> bool:
         return self._offered is not None or bool(self._pending)
-
-    def idle_port(self) -> None:
-        self._req_ready.value = 0
-        self._valid.value = 0
 
     def drive(self, cycle: int) -> None:
         self._req_ready.value = 1
@@ -87,24 +125,82 @@ class HbmChannel:
             head[1] += 1
             if head[1] == head[2]:
                 self._pending.popleft()
-        if self._offered is None:
-            self._valid.value = 0
-        else:
-            self._valid.value = 1
-            self._payload.value = self._beats[self._offered]
+        self._offer(None if self._offered is None else self._beats[self._offered])
 
     def observe(self, cycle: int) -> None:
-        if self._offered is not None and int(self._ready.value):
-            self._offered = None
-            self.beats_sent += 1
-        if int(self._req_valid.value):
-            word = int(self._req_payload.value)
-            addr, count = word & self._addr_mask, word >> self._addr_bits
-            if count == 0 or addr + count > self._size:
-                raise AssertionError(f"{self.name}: request of {count} beats at {addr} outside "
-                                     f"the memory of {self._size} beats")
-            self._pending.append([cycle + 1 + self.latency, addr, addr + count])
-            self.requests += 1
+        request = self._observe_ports()
+        if request is not None:
+            self._pending.append([cycle + 1 + self.latency, *request])
+
+
+class StripedChannel(_StreamPorts):
+    """A stream split byte-wise over HBM ports, as :func:`~heteroreason.model.timing.fpga.hbm.
+    slice_bytes` splits it: each port serves its slice of every requested beat with its own
+    latency and stall probability into a FIFO of ``fifo_depth`` slices (the aligner a design
+    puts behind its ports), and a beat is offered when every port's slice of it has arrived.
+    With uneven ports the stream runs at the slowest port's pace, in bursts."""
+
+    def __init__(self, dut, request: str, response: str, beats: Sequence[int], *,
+                 beat_bytes: int, ports: Sequence[tuple[int, float]], addr_bits: int,
+                 rng: random.Random, fifo_depth: int = 8):
+        if not ports:
+            raise ValueError("ports must name at least one (latency, stall) pair")
+        for latency, stall in ports:
+            _check_port(latency, stall, "a port's ")
+        if isinstance(fifo_depth, bool) or not isinstance(fifo_depth, int) or fifo_depth < 1:
+            raise ValueError(f"fifo_depth must be an integer >= 1, not {fifo_depth!r}")
+        super().__init__(dut, request, response, size=len(beats), addr_bits=addr_bits)
+        self._beats = beats
+        self._rng = rng
+        self._ports = tuple(ports)
+        self._depth = fifo_depth
+        offsets, at = [], 0
+        for size in slice_bytes(beat_bytes, len(ports)):
+            offsets.append((8 * at, (1 << 8 * size) - 1))
+            at += size
+        self._slices = tuple(offsets)
+        self._pending: list[deque[list[int]]] = [deque() for _ in ports]
+        self._fifos: list[deque[tuple[int, int]]] = [deque() for _ in ports]  # (beat, value)
+        self._value = 0
+
+    def __repr__(self) -> str:
+        return (f"StripedChannel({self.name}: {len(self._ports)} ports, {self.requests} "
+                f"requests, {self.beats_sent} beats sent, fifo levels "
+                f"{[len(f) for f in self._fifos]})")
+
+    @property
+    def busy(self) -> bool:
+        return self._offered is not None or any(self._pending) or any(self._fifos)
+
+    def drive(self, cycle: int) -> None:
+        self._req_ready.value = 1
+        for k, (_, stall) in enumerate(self._ports):
+            pending, fifo = self._pending[k], self._fifos[k]
+            if pending and pending[0][0] <= cycle and len(fifo) < self._depth \
+                    and self._rng.random() >= stall:
+                head = pending[0]
+                shift, mask = self._slices[k]
+                fifo.append((head[1], (self._beats[head[1]] >> shift) & mask))
+                head[1] += 1
+                if head[1] == head[2]:
+                    pending.popleft()
+        if self._offered is None and all(self._fifos):
+            parts = [fifo.popleft() for fifo in self._fifos]
+            beat = parts[0][0]
+            if any(b != beat for b, _ in parts):
+                raise AssertionError(f"{self.name}: the ports' slices are of different beats "
+                                     f"{[b for b, _ in parts]}")
+            self._offered = beat
+            self._value = 0
+            for (shift, _), (_, value) in zip(self._slices, parts, strict=True):
+                self._value |= value << shift
+        self._offer(self._value)
+
+    def observe(self, cycle: int) -> None:
+        request = self._observe_ports()
+        if request is not None:
+            for k, (latency, _) in enumerate(self._ports):
+                self._pending[k].append([cycle + 1 + latency, *request])
 
 
 class _Rows(dict):

@@ -4,7 +4,10 @@ RTL cycles agree with the calibrated model within 2 %, and the file names the RT
 
 import pytest
 
+from heteroreason.model.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.calibration import load_calibration
+from heteroreason.model.timing.fpga.core_cycles import CoreTiming
+from heteroreason.sim.measure.cycles import measure_token_cycles
 from heteroreason.sim.measure.grid import QUICK_GRID, measure
 
 
@@ -23,3 +26,19 @@ def test_quick_grid_agrees_with_the_committed_calibration(entry):
     for point in points:
         error = point.error(calibration.overheads)
         assert abs(error) <= 0.02, (entry, point.cycles, error)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stall", [0.25, 0.5])
+def test_a_slower_weight_stream_is_priced_at_its_rate(stall):
+    """The HBM model skips a beat with probability ``stall``: the timing model at
+    ``1 - stall`` beats a cycle (the rate a memory plan gives it) agrees with the RTL."""
+    calibration = load_calibration()
+    entry = QUICK_GRID[0]  # test-tiny, 16 MACs on an 8-byte stream: the stream sets the pace
+    run = measure_token_cycles(entry.preset, entry.params, (300,),
+                               latency=entry.memory_latency_cycles, stall=stall, cxx_opt="-O0")
+    token = run.tokens[0]
+    model = CoreTiming(qwen2_config(entry.preset), entry.params, entry.memory_latency_cycles,
+                       calibration.overheads, stream_beats_per_cycle=1 - stall)
+    assert token.weight_wait > 0
+    assert model.token_cycles(300) == pytest.approx(token.cycles, rel=0.02), (stall, token)

@@ -20,6 +20,9 @@ TEMPLATES = [
 # stalls on every stream: HBM gaps and latency, idle host, backpressure on the outputs
 STALLS = Stimulus(latency=20, stall=0.2, idle=0.3, backpressure=0.3)
 SMOOTH = Stimulus()
+# the weight stream split over four HBM ports of their own latency and stall: beats arrive in
+# bursts at the slowest port's pace
+UNEVEN = replace(STALLS, weight_ports=((5, 0.0), (20, 0.1), (40, 0.3), (90, 0.5)))
 
 
 def scenario_set(preset: str, seed: int):
@@ -64,6 +67,17 @@ def test_engine_scenarios_with_stalls(tiny_scenarios, name, tmp_path):
         assert kinds[at + 1] == "host_token"
     if name == "backtrack":
         assert kinds.count("init") == 2
+
+
+def test_engine_with_the_weights_over_uneven_hbm_ports(tiny_scenarios, tmp_path):
+    """Every draft token is checked against the reference inside the bench."""
+    scenarios, delimiter, eos = tiny_scenarios
+    record = run_scenario(scenarios["reject"], delimiter, eos, ENGINE_A, UNEVEN, seed=14,
+                          tmp_path=tmp_path)
+    kinds = [e[0] for e in record["events"]]
+    assert kinds.count("draft") >= len(scenarios["reject"].verdicts) + 1
+    at = kinds.index("reject")
+    assert kinds[at + 1] == "host_token"
 
 
 @pytest.mark.slow

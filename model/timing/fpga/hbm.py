@@ -1,0 +1,243 @@
+"""A board's HBM as the design sees it: pseudo-channels, the AXI ports that reach them, and the
+plan that splits the decoder's streams over those ports.
+
+The decoder reads four streams from HBM: the weights (``stream_bytes`` a cycle, all the time a
+matrix-vector operator runs), the row parameters (one 8-byte beat per matrix row), and, with the
+KV cache in memory, the attention's key and value rows (``head_dim`` bytes a cycle each, one
+pass at a time). Each stream is split byte-wise over ports of its own: a beat of ``B`` bytes
+over ``P`` ports puts at most ``ceil(B / P)`` bytes on each, and a beat is whole when every
+port's slice has arrived, so the stream sustains the rate of its most loaded port.
+
+A port of ``w`` bits at the kernel clock ``f`` carries at most ``w / 8 * f`` bytes a second,
+and its pseudo-channel at most its achievable bandwidth (the data sheet's figure times the
+efficiency a streaming read measures), shared by the ports bound to it. A port wider than the
+memory's native AXI width needs a width converter and a clock crossing into the memory's AXI
+clock (:attr:`PortPlan.clock_crossing`); with native ports a 300 MHz kernel reaches only
+``256 / 8 * 300e6`` = 9.6 GB/s of a U280 pseudo-channel's 14.375.
+
+:func:`plan_memory` is the one definition of that split: the design search
+(:mod:`~heteroreason.model.timing.fpga.platform`) takes the weight stream's sustained beats a
+cycle from it, and so does the timing model; the testbench's striped HBM model
+(:class:`~heteroreason.sim.verify.tb.hbm.StripedChannel`) splits a stream the same way
+(:func:`slice_bytes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["HBM_SPECS", "HbmError", "HbmSpec", "MemoryPlan", "PortPlan", "plan_memory",
+           "plan_stream", "roofline_bytes_per_s", "slice_bytes"]
+
+PARAM_BEAT_BYTES = 8  # a row's bias, multiplier and shift (rtl/decoder/core.py PARAM_LAYOUT)
+
+
+class HbmError(ValueError):
+    """A memory plan the board cannot provide (the message names the parameter and the
+    allowed values)."""
+
+
+@dataclass(frozen=True)
+class HbmSpec:
+    """A board's HBM: ``pseudo_channels`` of ``channel_bytes_per_s`` each (theoretical),
+    ``efficiency`` of it achievable by a streaming read, reached through ``ports_per_channel``
+    AXI ports per pseudo-channel of the widths ``port_bits`` (the first is the native width: a
+    wider port crosses into the memory's clock)."""
+
+    name: str
+    pseudo_channels: int
+    channel_bytes_per_s: float
+    efficiency: float
+    ports_per_channel: int
+    port_bits: tuple[int, ...]
+    read_latency_s: float
+    capacity_bytes: float
+    source: str
+    efficiency_source: str
+
+    def __post_init__(self):
+        for key in ("pseudo_channels", "ports_per_channel"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise HbmError(f"{self.name}: {key} must be an integer >= 1, not {value!r}")
+        if not (self.channel_bytes_per_s > 0 and 0 < self.efficiency <= 1
+                and self.read_latency_s >= 0 and self.capacity_bytes > 0):
+            raise HbmError(f"{self.name}: channel_bytes_per_s and capacity_bytes must be "
+                           f"positive, efficiency in (0, 1], read_latency_s >= 0")
+        if not self.port_bits or any(isinstance(w, bool) or not isinstance(w, int) or w <= 0
+                                     or w % 8 for w in self.port_bits):
+            raise HbmError(f"{self.name}: port_bits must be positive multiples of 8, "
+                           f"not {self.port_bits!r}")
+
+    @property
+    def native_port_bits(self) -> int:
+        return self.port_bits[0]
+
+    @property
+    def ports(self) -> int:
+        return self.pseudo_channels * self.ports_per_channel
+
+    @property
+    def peak_bytes_per_s(self) -> float:
+        """The data sheet's bandwidth."""
+        return self.pseudo_channels * self.channel_bytes_per_s
+
+    @property
+    def achievable_bytes_per_s(self) -> float:
+        """What a streaming read of every pseudo-channel achieves."""
+        return self.peak_bytes_per_s * self.efficiency
+
+    def port_bytes_per_s(self, port_bits: int, clock_hz: float) -> float:
+        """What one port sustains: its width at the kernel clock, at most its share of its
+        pseudo-channel's achievable bandwidth."""
+        if port_bits not in self.port_bits:
+            raise HbmError(f"{self.name}: port width {port_bits!r} bits is not offered; the "
+                           f"widths are {', '.join(map(str, self.port_bits))}")
+        return min(port_bits / 8 * clock_hz,
+                   self.channel_bytes_per_s * self.efficiency / self.ports_per_channel)
+
+
+# The U280's figures: UG1393 "HBM Configuration and Use" (32 pseudo-channels of 256 MB, 14.375
+# GB/s theoretical each, 460 GB/s in all, one AXI port per pseudo-channel through the HBM
+# switch) and PG276 (the ports are 256 bits wide at up to 450 MHz). Its efficiency: about 425
+# GB/s measured by public streaming benchmarks of the U280 (the figure issue 14 quotes), i.e.
+# 0.92 of the theoretical. The V80's: its data sheet's 32 GB of HBM2e at 819 GB/s, i.e. 32
+# pseudo-channels of 25.6 GB/s (64 bits at 3.2 Gb/s a pin), reached through the NoC's HBM
+# master units, two per pseudo-channel, 256 or 512 bits wide (PG313); no measured efficiency
+# was found, so the U280's is assumed.
+U280_HBM = HbmSpec(
+    "u280-hbm2", 32, 14.375e9, 425e9 / 460e9, 1, (256, 512), 300e-9, 8 * 2**30,
+    "AMD UG1393 (HBM Configuration and Use): 32 pseudo-channels x 14.375 GB/s = 460 GB/s; "
+    "PG276: 256-bit AXI ports at up to 450 MHz; a 512-bit port through a width converter and "
+    "clock crossing",
+    "about 425 GB/s of 460 measured by public streaming benchmarks (as quoted in issue 14); "
+    "read latency 300 ns assumed (the order of published HBM2 latencies on Alveo cards)")
+V80_HBM = HbmSpec(
+    "v80-hbm2e", 32, 819e9 / 32, 425e9 / 460e9, 2, (256, 512), 300e-9, 32 * 2**30,
+    "Alveo V80 data sheet: HBM2e 32 GB, 819 GB/s (32 pseudo-channels x 25.6 GB/s); PG313: "
+    "HBM NoC master units, two per pseudo-channel (assumed), 256 or 512 bits",
+    "assumed equal to the U280's measured 0.92 (no published V80 streaming measurement found); "
+    "read latency 300 ns assumed")
+HBM_SPECS = {s.name: s for s in (U280_HBM, V80_HBM)}
+
+
+def slice_bytes(beat_bytes: int, ports: int) -> tuple[int, ...]:
+    """The bytes each of ``ports`` ports carries of a ``beat_bytes`` beat: as even as whole
+    bytes allow, the larger slices first (the testbench's striped model splits beats so)."""
+    if isinstance(ports, bool) or not isinstance(ports, int) or not 1 <= ports <= beat_bytes:
+        raise HbmError(f"ports must be an integer in [1, {beat_bytes}] (the beat's bytes), "
+                       f"not {ports!r}")
+    base, extra = divmod(beat_bytes, ports)
+    return tuple(base + 1 if k < extra else base for k in range(ports))
+
+
+@dataclass(frozen=True)
+class PortPlan:
+    """One stream's ports: ``ports`` of ``port_bits`` each, the largest slice
+    ``slice_bytes`` of its ``beat_bytes`` beat, sustaining ``beats_per_cycle`` (at most 1) at
+    the kernel clock."""
+
+    stream: str
+    beat_bytes: int
+    ports: int
+    port_bits: int
+    slice_bytes: int
+    beats_per_cycle: float
+    clock_crossing: bool
+    bytes_per_s: float  # sustained
+
+    def describe(self) -> str:
+        crossing = ", width converter + clock crossing" if self.clock_crossing else ""
+        plural = "s" if self.ports > 1 else ""
+        return (f"{self.stream}: {self.beat_bytes} B/beat over {self.ports} x "
+                f"{self.port_bits}-bit port{plural} ({self.slice_bytes} B each{crossing}): "
+                f"{self.beats_per_cycle:.3f} beats/cycle, {self.bytes_per_s / 1e9:.1f} GB/s")
+
+
+def plan_stream(hbm: HbmSpec, stream: str, beat_bytes: int, clock_hz: float,
+                max_ports: int) -> PortPlan:
+    """The ports for one stream of ``beat_bytes`` a cycle: the fewest that sustain a beat a
+    cycle, with native ports if they can; if no split of ``max_ports`` or fewer can, the one
+    that sustains the most."""
+    if isinstance(beat_bytes, bool) or not isinstance(beat_bytes, int) or beat_bytes < 1:
+        raise HbmError(f"{stream}: beat_bytes must be an integer >= 1, not {beat_bytes!r}")
+    if not clock_hz > 0:
+        raise HbmError(f"clock_hz must be positive, not {clock_hz!r}")
+    if isinstance(max_ports, bool) or not isinstance(max_ports, int) or max_ports < 1:
+        raise HbmError(f"{stream}: no HBM port left for it ({hbm.name} has {hbm.ports} ports "
+                       f"in all)")
+    best = None
+    for width in hbm.port_bits:  # native first: a crossing only where it is needed
+        for ports in range(1, min(max_ports, beat_bytes) + 1):
+            largest = slice_bytes(beat_bytes, ports)[0]
+            if largest * 8 > width:
+                continue
+            rate = min(1.0, hbm.port_bytes_per_s(width, clock_hz) / (largest * clock_hz))
+            plan = PortPlan(stream, beat_bytes, ports, width, largest, rate,
+                            width != hbm.native_port_bits, rate * beat_bytes * clock_hz)
+            if rate >= 1.0:
+                return plan
+            if best is None or rate > best.beats_per_cycle + 1e-12:
+                best = plan
+    if best is None:
+        raise HbmError(f"{stream}: a beat of {beat_bytes} B does not fit {max_ports} port(s) of "
+                       f"at most {max(hbm.port_bits)} bits on {hbm.name}")
+    return best
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Every stream's ports at a kernel clock; the weights take the ports the others leave."""
+
+    hbm: HbmSpec
+    clock_hz: float
+    streams: tuple[PortPlan, ...]
+
+    def stream(self, name: str) -> PortPlan:
+        for s in self.streams:
+            if s.stream == name:
+                return s
+        raise KeyError(f"no stream {name!r} in the plan; the streams are "
+                       f"{', '.join(s.stream for s in self.streams)}")
+
+    @property
+    def weight_beats_per_cycle(self) -> float:
+        return self.stream("weights").beats_per_cycle
+
+    @property
+    def ports_used(self) -> int:
+        return sum(s.ports for s in self.streams)
+
+    def describe(self) -> str:
+        return "; ".join(s.describe() for s in self.streams) + \
+            f" ({self.ports_used} of {self.hbm.ports} ports)"
+
+
+def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_bytes: int = 0
+                ) -> MemoryPlan:
+    """The ports of the parameter stream, the key and value rows (``kv_row_bytes`` a beat
+    each, 0: the KV cache is on chip) and the weight stream (``stream_bytes`` a beat) at
+    ``clock_hz``. The narrow streams must sustain a beat a cycle; the weights take what
+    ports are left (the fewest that sustain a beat a cycle, or the best split of them all)."""
+    if isinstance(kv_row_bytes, bool) or not isinstance(kv_row_bytes, int) or kv_row_bytes < 0:
+        raise HbmError(f"kv_row_bytes must be an integer >= 0, not {kv_row_bytes!r}")
+    left = hbm.ports
+    narrow = [("params", PARAM_BEAT_BYTES)]
+    if kv_row_bytes:
+        narrow += [("k_rows", kv_row_bytes), ("v_rows", kv_row_bytes)]
+    streams = []
+    for name, beat in narrow:
+        plan = plan_stream(hbm, name, beat, clock_hz, left)
+        if plan.beats_per_cycle < 1.0:
+            raise HbmError(f"{name}: {hbm.name} cannot sustain its {beat}-byte beat a cycle at "
+                           f"{clock_hz / 1e6:g} MHz on {left} port(s)")
+        streams.append(plan)
+        left -= plan.ports
+    streams.append(plan_stream(hbm, "weights", stream_bytes, clock_hz, left))
+    return MemoryPlan(hbm, clock_hz, tuple(streams))
+
+
+def roofline_bytes_per_s(hbm: HbmSpec, clock_hz: float) -> float:
+    """The most all the board's ports together sustain at ``clock_hz`` (the widest ports):
+    its achievable bandwidth unless ports at the kernel clock cannot carry it."""
+    return hbm.ports * hbm.port_bytes_per_s(max(hbm.port_bits), clock_hz)

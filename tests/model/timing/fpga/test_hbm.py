@@ -1,0 +1,176 @@
+"""The boards' HBM: pseudo-channels, ports, and the plan that splits the decoder's streams."""
+
+import itertools
+import math
+
+import pytest
+
+from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
+from heteroreason.model.timing.fpga.core_cycles import CoreTiming
+from heteroreason.model.timing.fpga.hbm import (
+    HBM_SPECS,
+    U280_HBM,
+    V80_HBM,
+    HbmError,
+    HbmSpec,
+    plan_memory,
+    plan_stream,
+    roofline_bytes_per_s,
+    slice_bytes,
+)
+from heteroreason.model.timing.fpga.platform import BOARDS, design_for, memory_plan
+from heteroreason.rtl.decoder.params import DecoderParams
+
+Q05 = qwen2_config("qwen2.5-0.5b")
+
+
+def test_the_u280_figures_of_the_data_sheet_and_the_issue():
+    assert U280_HBM.peak_bytes_per_s == pytest.approx(460e9)
+    assert U280_HBM.achievable_bytes_per_s == pytest.approx(425e9)
+    # 256-bit ports at 300 MHz: 9.6 GB/s a pseudo-channel, about 307 GB/s for the board
+    assert U280_HBM.port_bytes_per_s(256, 300e6) == pytest.approx(9.6e9)
+    assert 32 * U280_HBM.port_bytes_per_s(256, 300e6) == pytest.approx(307.2e9)
+    # 512-bit ports reach the pseudo-channel's achievable rate
+    assert roofline_bytes_per_s(U280_HBM, 300e6) == pytest.approx(425e9)
+    assert V80_HBM.peak_bytes_per_s == pytest.approx(819e9)
+    assert set(HBM_SPECS) == {"u280-hbm2", "v80-hbm2e"}
+
+
+@pytest.mark.parametrize("beat,ports", [(896, 21), (896, 28), (64, 2), (8, 1), (7, 7),
+                                        (1000, 27)])
+def test_slices_cover_the_beat_as_evenly_as_bytes_allow(beat, ports):
+    s = slice_bytes(beat, ports)
+    assert len(s) == ports and sum(s) == beat
+    assert max(s) - min(s) <= 1 and list(s) == sorted(s, reverse=True)
+    assert max(s) == math.ceil(beat / ports)
+
+
+@pytest.mark.parametrize("ports", [0, 9, -1, True, 2.0])
+def test_slices_refuse_a_port_count_the_beat_cannot_have(ports):
+    with pytest.raises(HbmError, match=r"ports must be an integer in \[1, 8\]"):
+        slice_bytes(8, ports)
+
+
+def _naive_plan(hbm, beat, clock, max_ports):
+    """From the spec: every (width, ports) split, its rate; the fewest full-rate ports of the
+    native width, else of a wider one, else the best rate."""
+    options = []
+    for w_index, width in enumerate(hbm.port_bits):
+        for ports in range(1, max_ports + 1):
+            largest = -(-beat // ports)
+            if ports > beat or largest * 8 > width:
+                continue
+            per_port = min(width / 8 * clock, hbm.channel_bytes_per_s * hbm.efficiency
+                           / hbm.ports_per_channel)
+            options.append((w_index, ports, width, min(1.0, per_port / (largest * clock))))
+    full = [o for o in options if o[3] >= 1.0]
+    if full:
+        return min(full)[1:]
+    best = max(o[3] for o in options)
+    return min(o for o in options if o[3] > best - 1e-12)[1:]
+
+
+@pytest.mark.parametrize("hbm,beat,clock,max_ports", list(itertools.product(
+    (U280_HBM, V80_HBM), (8, 64, 448, 896, 1792, 2688), (200e6, 300e6, 450e6), (1, 7, 27, 61))))
+def test_a_stream_plan_is_the_fewest_ports_at_full_rate_native_first(hbm, beat, clock,
+                                                                     max_ports):
+    if beat > max_ports * max(hbm.port_bits) // 8:
+        with pytest.raises(HbmError, match="does not fit"):
+            plan_stream(hbm, "weights", beat, clock, max_ports)
+        return
+    plan = plan_stream(hbm, "weights", beat, clock, max_ports)
+    ports, width, rate = _naive_plan(hbm, beat, clock, max_ports)
+    assert (plan.ports, plan.port_bits) == (ports, width)
+    assert plan.beats_per_cycle == pytest.approx(rate)
+    assert plan.clock_crossing == (width != hbm.port_bits[0])
+    assert plan.bytes_per_s == pytest.approx(rate * beat * clock)
+
+
+def test_the_u280_at_300_mhz_needs_width_converters_for_the_896_byte_stream():
+    plan = plan_memory(U280_HBM, 300e6, 896, kv_row_bytes=64)
+    assert [s.stream for s in plan.streams] == ["params", "k_rows", "v_rows", "weights"]
+    weights = plan.stream("weights")
+    # 27 native ports carry 864 B a cycle: the stream needs 512-bit ports
+    assert weights.beats_per_cycle == 1.0 and weights.clock_crossing
+    assert weights.port_bits == 512 and weights.ports == 21
+    assert plan.ports_used <= U280_HBM.ports
+    # without the KV cache in memory, 28 native ports carry it
+    on_chip = plan_memory(U280_HBM, 300e6, 896).stream("weights")
+    assert (on_chip.ports, on_chip.port_bits, on_chip.clock_crossing) == (28, 256, False)
+
+
+def test_a_stream_wider_than_the_memory_runs_below_a_beat_a_cycle():
+    plan = plan_memory(U280_HBM, 300e6, 1536, kv_row_bytes=64)
+    rate = plan.weight_beats_per_cycle
+    # 27 ports of 13.28 GB/s, the largest slice 57 B a cycle at 300 MHz
+    assert rate == pytest.approx(425e9 / 32 / (57 * 300e6))
+    assert plan.stream("weights").bytes_per_s < 425e9
+    # a beat wider than every port together cannot be split at all
+    with pytest.raises(HbmError, match="a beat of 1792 B does not fit 27 port"):
+        plan_memory(U280_HBM, 300e6, 1792, kv_row_bytes=64)
+
+
+def test_plans_refuse_what_the_board_cannot_provide():
+    tiny = HbmSpec("tiny", 2, 1e9, 1.0, 1, (64,), 0.0, 2**30, "test", "test")
+    with pytest.raises(HbmError, match="no HBM port left for it"):
+        plan_memory(tiny, 100e6, 8, kv_row_bytes=8)
+    with pytest.raises(HbmError, match="k_rows: a beat of 16 B does not fit 1 port"):
+        plan_memory(tiny, 100e6, 8, kv_row_bytes=16)
+    slow = HbmSpec("slow", 2, 0.2e9, 1.0, 1, (64,), 0.0, 2**30, "test", "test")
+    with pytest.raises(HbmError, match="params: slow cannot sustain its 8-byte beat a cycle at "
+                                       "100 MHz on 2 port"):
+        plan_memory(slow, 100e6, 8)
+    with pytest.raises(HbmError, match="port width 128 bits is not offered; the widths are 64"):
+        tiny.port_bytes_per_s(128, 100e6)
+    with pytest.raises(HbmError, match="beat_bytes must be an integer >= 1"):
+        plan_memory(U280_HBM, 300e6, 0)
+    with pytest.raises(HbmError, match="clock_hz must be positive"):
+        plan_memory(U280_HBM, 0.0, 896)
+    with pytest.raises(HbmError, match="kv_row_bytes must be an integer >= 0"):
+        plan_memory(U280_HBM, 300e6, 896, kv_row_bytes=-1)
+    with pytest.raises(KeyError, match="no stream 'x' in the plan"):
+        plan_memory(U280_HBM, 300e6, 896).stream("x")
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("pseudo_channels", 0, "pseudo_channels must be an integer >= 1"),
+    ("ports_per_channel", 1.5, "ports_per_channel must be an integer >= 1"),
+    ("efficiency", 1.2, "efficiency in"),
+    ("port_bits", (256, 12), "port_bits must be positive multiples of 8"),
+    ("port_bits", (), "port_bits must be positive multiples of 8"),
+])
+def test_a_spec_with_an_impossible_field_is_refused(field, value, match):
+    fields = dict(name="bad", pseudo_channels=4, channel_bytes_per_s=1e9, efficiency=0.9,
+                  ports_per_channel=1, port_bits=(256,), read_latency_s=0.0,
+                  capacity_bytes=2**30, source="s", efficiency_source="s")
+    fields[field] = value
+    with pytest.raises(HbmError, match=match):
+        HbmSpec(**fields)
+
+
+def test_every_boards_design_streams_at_a_beat_a_cycle():
+    for name, board in BOARDS.items():
+        params = design_for(Q05, board)
+        plan = memory_plan(Q05, board, params)
+        assert plan.weight_beats_per_cycle == 1.0, name
+        assert plan.ports_used <= board.hbm.ports
+        assert board.usable_bandwidth_bytes_per_s == roofline_bytes_per_s(board.hbm,
+                                                                           board.clock_hz)
+
+
+def test_the_timing_model_slows_with_the_streams_rate_where_it_is_stream_bound():
+    overheads = load_calibration(CALIBRATION_FILE).overheads
+    # one stream byte a cycle behind a 16-lane unit: the stream sets the pace
+    params = DecoderParams(16, 8, heads_parallel=2, weight_buffer=64)
+    config = qwen2_config("test-tiny")
+    cycles = [CoreTiming(config, params, 64, overheads, stream_beats_per_cycle=r)
+              .token_cycles(100) for r in (0.25, 0.5, 0.75, 1.0)]
+    assert cycles == sorted(cycles, reverse=True)
+    assert CoreTiming(config, params, 64, overheads).token_cycles(100) == cycles[-1]
+    beats = CoreTiming(config, params, 64, overheads).weight_stream_beats()
+    # at a quarter of a beat a cycle the stream alone takes four cycles a beat
+    assert cycles[0] >= 4 * beats
+    for rate in (0, 1.5, True, "1"):
+        with pytest.raises(ValueError, match=r"stream_beats_per_cycle must be in \(0, 1\]"):
+            CoreTiming(config, params, 64, overheads, stream_beats_per_cycle=rate)
