@@ -38,22 +38,32 @@ class MatVecUnit(wiring.Component):
     on the job's final row). Weight beat ``b`` of a row meets vector beat ``b``; zero-padded
     weights make the padding of the vector irrelevant.
 
+    With ``rows_per_beat`` k > 1 the unit computes k rows side by side: a *row* of the command,
+    of ``rowparam`` and of ``out`` is a group of k consecutive rows, a weight beat carries beat
+    ``b`` of each of the k rows (row ``j`` in lanes ``[j * lanes, (j + 1) * lanes)``: the order
+    of :func:`~heteroreason.rtl.decoder.weight_schedule.linear_schedule` with the same
+    ``rows_per_beat``), and ``rowparam`` and ``out`` carry k parameters and k results a beat.
+
     Parameters
     ----------
     lanes : int
-        Weights per beat, i.e. multiply-accumulates per cycle.
+        Weights of one row per beat, i.e. multiply-accumulates per row and cycle.
     max_beats : int
         Vector beats the buffer holds (``ceil(max cols / lanes)``).
     max_rows : int
-        Most rows in one job.
+        Most rows (row groups, with ``rows_per_beat`` > 1) in one job.
+    rows_per_beat : int
+        Rows a weight beat carries (1 by default).
 
     Members
     -------
     cmd : In(stream.Signature(StructLayout rows, beats, out_bits, reuse))
     vec : In(stream.Signature(ArrayLayout(signed(8), lanes)))
-    weights : In(stream.Signature(ArrayLayout(signed(8), lanes)))
+    weights : In(stream.Signature(ArrayLayout(signed(8), lanes * rows_per_beat)))
     rowparam : In(stream.Signature(StructLayout bias int32, mult unsigned(31), shift unsigned(6)))
+        With ``rows_per_beat`` > 1, an ``ArrayLayout`` of ``rows_per_beat`` of them.
     out : Out(stream.Signature(StructLayout value int32, last))
+        With ``rows_per_beat`` > 1, ``value`` is an ``ArrayLayout(signed(32), rows_per_beat)``.
     busy : Out(1)
         A job's vector or weights are being taken (its last results may still be in the
         pipeline).
@@ -71,29 +81,34 @@ class MatVecUnit(wiring.Component):
 
     Throughput
     ----------
-    One weight beat (``lanes`` MACs) per cycle: the pipeline never stalls; a row's last beat
-    waits only while the output queue (:attr:`result_buffer` results) could not hold its
-    result, i.e. when ``out`` is held back. Loading the vector costs ``beats`` cycles per job;
-    a job's command is taken while the previous job's results still drain.
+    One weight beat (``lanes * rows_per_beat`` MACs) per cycle: the pipeline never stalls; a
+    row's last beat waits only while the output queue (:attr:`result_buffer` results) could not
+    hold its result, i.e. when ``out`` is held back. Loading the vector costs ``beats`` cycles
+    per job; a job's command is taken while the previous job's results still drain.
     """
 
-    def __init__(self, *, lanes, max_beats, max_rows):
-        for name, value in (("lanes", lanes), ("max_beats", max_beats), ("max_rows", max_rows)):
+    def __init__(self, *, lanes, max_beats, max_rows, rows_per_beat=1):
+        for name, value in (("lanes", lanes), ("max_beats", max_beats), ("max_rows", max_rows),
+                            ("rows_per_beat", rows_per_beat)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
         self._lanes = lanes
         self._max_beats = max_beats
         self._max_rows = max_rows
+        self._rows_per_beat = k = rows_per_beat
         vector = data.ArrayLayout(signed(8), lanes)
+        param = data.StructLayout({"bias": signed(32), "mult": unsigned(31), "shift": unsigned(6)})
         super().__init__({
             "cmd": In(stream.Signature(data.StructLayout({
                 "rows": range(max_rows + 1), "beats": range(max_beats + 1),
                 "out_bits": OutBits, "reuse": 1}))),
             "vec": In(stream.Signature(vector)),
-            "weights": In(stream.Signature(vector)),
-            "rowparam": In(stream.Signature(data.StructLayout({
-                "bias": signed(32), "mult": unsigned(31), "shift": unsigned(6)}))),
-            "out": Out(stream.Signature(data.StructLayout({"value": signed(32), "last": 1}))),
+            "weights": In(stream.Signature(vector if k == 1
+                                           else data.ArrayLayout(signed(8), lanes * k))),
+            "rowparam": In(stream.Signature(param if k == 1 else data.ArrayLayout(param, k))),
+            "out": Out(stream.Signature(data.StructLayout({
+                "value": signed(32) if k == 1 else data.ArrayLayout(signed(32), k),
+                "last": 1}))),
             "busy": Out(1),
             "weight_wait": Out(1),
         })
@@ -109,6 +124,10 @@ class MatVecUnit(wiring.Component):
     @property
     def max_rows(self):
         return self._max_rows
+
+    @property
+    def rows_per_beat(self):
+        return self._rows_per_beat
 
     @property
     def result_latency(self) -> int:
@@ -143,16 +162,17 @@ class MatVecUnit(wiring.Component):
 
         # results in flight (taken final beats whose results have not left ``out``): a row's
         # final beat is taken only while the queue will have room for its result
+        k = self.rows_per_beat
         depth = self.result_buffer
-        m.submodules.results = results = fifo.SyncFIFOBuffered(width=33, depth=depth)
+        m.submodules.results = results = fifo.SyncFIFOBuffered(width=32 * k + 1, depth=depth)
         in_flight = Signal(range(depth + 1))
         take_last = Signal()
         leave = Signal()
         m.d.comb += [
             leave.eq(results.r_rdy & results.r_en),
             self.out.valid.eq(results.r_rdy),
-            self.out.payload.value.eq(results.r_data[:32]),
-            self.out.payload.last.eq(results.r_data[32]),
+            self.out.payload.value.eq(results.r_data[:32 * k]),
+            self.out.payload.last.eq(results.r_data[32 * k]),
             results.r_en.eq(self.out.ready),
         ]
         # ``room``: the queue will hold one more result (registered: no comparison on the take
@@ -172,7 +192,7 @@ class MatVecUnit(wiring.Component):
         s0 = Signal(data.StructLayout({
             "valid": 1, "first": 1, "last": 1, "final": 1, "bits": OutBits,
             "param": self.rowparam.payload.shape()}))
-        s0_w = Signal(vector, reset_less=True)
+        s0_w = Signal(self.weights.payload.shape(), reset_less=True)
         m.d.comb += [read.addr.eq(beat), read.en.eq(1)]
         m.d.sync += s0.valid.eq(take)
         # a row's parameters are taken with (or before) its first weight beat. The beat, its
@@ -247,36 +267,60 @@ class MatVecUnit(wiring.Component):
         # (DSP48E2 multipliers with their M register); then the tree
         w_a = delay(m, s0_w, 1, name="w_a", reset_less=True)
         x_a = delay(m, read.data, 1, name="x_a", reset_less=True)
-        products = []
-        for i in range(lanes):
-            product = Signal(signed(16), name=f"product{i}", reset_less=True)
-            m.d.sync += product.eq(w_a[i] * x_a[i])
-            products.append(product)
-        # the products leave the multiplier blocks (far from the fabric's adders): one adder
-        # level, then a register
-        dot = tree_sum_pipelined(m, products, name="dot", first_stage_levels=1)
+        # row j of a group: its products, its sum and its requantizer (the names of one row
+        # without a suffix)
+        suffix = [""] if k == 1 else [f"_{j}" for j in range(k)]
+        dots = []
+        for j in range(k):
+            products = []
+            for i in range(lanes):
+                product = Signal(signed(16), name=f"product{suffix[j]}{i}", reset_less=True)
+                m.d.sync += product.eq(w_a[j * lanes + i] * x_a[i])
+                products.append(product)
+            # the products leave the multiplier blocks (far from the fabric's adders): one
+            # adder level, then a register
+            dots.append(tree_sum_pipelined(m, products, name=f"dot{suffix[j]}",
+                                           first_stage_levels=1))
         tags = delay(m, s0, 2 + tree_latency(lanes, first_stage_levels=1), name="tags")
         tags = data.View(s0.shape(), tags)
 
+        def row_param(j):
+            return tags.param if k == 1 else tags.param[j]
+
+        def row_field(view, j):
+            return view if k == 1 else view[j]
+
         # accumulate; a row's final beat hands its sum to the requantizer
-        acc = Signal(signed(48))
-        total = Signal(signed(48))
-        m.d.comb += total.eq(Mux(tags.first, tags.param.bias, acc) + dot)
+        accs, totals = [], []
+        for j in range(k):
+            acc = Signal(signed(48), name=f"acc{suffix[j]}")
+            total = Signal(signed(48), name=f"total{suffix[j]}")
+            m.d.comb += total.eq(Mux(tags.first, row_param(j).bias, acc) + dots[j])
+            accs.append(acc)
+            totals.append(total)
         sum_valid = Signal()
-        row_sum = Signal(signed(48), reset_less=True)
-        sum_tags = Signal(data.StructLayout({"final": 1, "bits": OutBits, "mult": unsigned(31),
-                                             "shift": unsigned(6)}))
+        row_sums = [Signal(signed(48), name=f"row_sum{suffix[j]}", reset_less=True)
+                    for j in range(k)]
+        sum_tags = Signal(data.StructLayout({
+            "final": 1, "bits": OutBits,
+            "mult": unsigned(31) if k == 1 else data.ArrayLayout(unsigned(31), k),
+            "shift": unsigned(6) if k == 1 else data.ArrayLayout(unsigned(6), k)}))
         m.d.sync += sum_valid.eq(tags.valid & tags.last)
         with m.If(tags.valid):
-            m.d.sync += acc.eq(total)
+            m.d.sync += [acc.eq(total) for acc, total in zip(accs, totals, strict=True)]
             with m.If(tags.last):
-                m.d.sync += [row_sum.eq(total), sum_tags.final.eq(tags.final),
-                             sum_tags.bits.eq(tags.bits), sum_tags.mult.eq(tags.param.mult),
-                             sum_tags.shift.eq(tags.param.shift)]
-        value = requantize_pipelined(m, row_sum, sum_tags.mult, sum_tags.shift,
-                                     sum_tags.bits.as_value(), name="rq")
+                m.d.sync += [row_sum.eq(total) for row_sum, total in zip(row_sums, totals,
+                                                                         strict=True)]
+                m.d.sync += [sum_tags.final.eq(tags.final), sum_tags.bits.eq(tags.bits)]
+                m.d.sync += [row_field(sum_tags.mult, j).eq(row_param(j).mult)
+                             for j in range(k)]
+                m.d.sync += [row_field(sum_tags.shift, j).eq(row_param(j).shift)
+                             for j in range(k)]
+        values = [requantize_pipelined(m, row_sums[j], row_field(sum_tags.mult, j),
+                                       row_field(sum_tags.shift, j), sum_tags.bits.as_value(),
+                                       name=f"rq{suffix[j]}") for j in range(k)]
         done = delay(m, Cat(sum_valid, sum_tags.final), REQUANT_LATENCY, name="done")
-        m.d.comb += [results.w_en.eq(done[0]), results.w_data.eq(Cat(value, done[1]))]
+        m.d.comb += [results.w_en.eq(done[0]), results.w_data.eq(Cat(*values, done[1]))]
         return m
 
 

@@ -6,6 +6,11 @@ A linear operator with int8 weights ``W`` (rows x cols) is streamed row by row; 
 always meets the same ``lanes`` input elements (``x[b*lanes : (b+1)*lanes]``). Each row's
 requantization parameters (int32 bias, multiplier, shift) travel beside the row on a narrow
 parameter stream, one beat per row.
+
+With ``rows_per_beat`` k > 1 the rows go in groups of k consecutive rows: a beat carries the
+same beat of each row of its group side by side (row ``g * k + j`` in lanes ``[j * lanes,
+(j + 1) * lanes)``), so a weight beat is ``k * lanes`` wide and meets one vector beat; the rows
+must divide into groups.
 """
 
 from __future__ import annotations
@@ -22,10 +27,17 @@ class LinearSchedule:
     rows: int
     cols: int
     lanes: int
-    beats: np.ndarray  # (rows * beats_per_row, lanes) int8 values
+    beats: np.ndarray  # (rows / rows_per_beat * beats_per_row, rows_per_beat * lanes) int8
     bias: np.ndarray  # (rows,) int32 values
     multiplier: np.ndarray  # (rows,) in [2**30, 2**31)
     shift: np.ndarray  # (rows,)
+    rows_per_beat: int = 1
+
+    @property
+    def groups(self) -> int:
+        """Row groups: the rows a command of a :class:`~heteroreason.rtl.decoder.mvu.
+        MatVecUnit` with the same ``rows_per_beat`` counts."""
+        return self.rows // self.rows_per_beat
 
     @property
     def beats_per_row(self) -> int:
@@ -40,14 +52,18 @@ class LinearSchedule:
         return self.beats.size
 
 
-def linear_schedule(weights_q: np.ndarray, *, lanes: int, bias=None, multiplier, shift
-                    ) -> LinearSchedule:
+def linear_schedule(weights_q: np.ndarray, *, lanes: int, bias=None, multiplier, shift,
+                    rows_per_beat: int = 1) -> LinearSchedule:
     """Beats and row parameters of one linear operator (``weights_q``: int8 values)."""
     w = np.asarray(weights_q)
     if w.ndim != 2:
         raise ValueError(f"weights must be a 2-D (rows, cols) array, not shape {w.shape}")
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
         raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
+    k = rows_per_beat
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0 or w.shape[0] % k:
+        raise ValueError(f"rows_per_beat must be a positive integer that divides the rows "
+                         f"({w.shape[0]}), not {k!r}")
     if np.any(w < -128) or np.any(w > 127):
         raise ValueError("weights must be int8 values")
     rows, cols = w.shape
@@ -63,5 +79,7 @@ def linear_schedule(weights_q: np.ndarray, *, lanes: int, bias=None, multiplier,
         raise ValueError("biases must be int32 values")
     if np.any(mult < 2**30) or np.any(mult >= 2**31) or np.any(sh < 1) or np.any(sh > 62):
         raise ValueError("multipliers must lie in [2**30, 2**31) and shifts in [1, 62]")
-    return LinearSchedule(rows, cols, lanes, padded.reshape(rows * per_row, lanes), bias,
-                          mult, sh)
+    # (group, row in group, beat, lane) -> (group, beat, row in group, lane)
+    beats = padded.reshape(rows // k, k, per_row, lanes).transpose(0, 2, 1, 3)
+    return LinearSchedule(rows, cols, lanes, beats.reshape(rows // k * per_row, k * lanes),
+                          bias, mult, sh, k)

@@ -75,7 +75,7 @@ TOPS: dict[str, TopSpec] = {
                          "decoder input MUX"),
     "kv_frontend": TopSpec(KvFrontEnd, {"capacity": 64, "token_width": 16, "max_in_flight": 4},
                            "KVMU and input MUX wired together"),
-    "mvu": TopSpec(MatVecUnit, {"lanes": 8, "max_beats": 8, "max_rows": 64},
+    "mvu": TopSpec(MatVecUnit, {"lanes": 8, "max_beats": 8, "max_rows": 64, "rows_per_beat": 1},
                    "matrix-vector unit of the decoder"),
     "rmsnorm": TopSpec(RmsNorm, {"max_length": 64, "width": 1}, "RMSNorm unit of the decoder"),
     "rope": TopSpec(

@@ -13,7 +13,7 @@ from heteroreason.model.numerics.qwen2_int8 import quant_multiplier, requant
 from heteroreason.rtl.decoder.mvu import MatVecUnit, OutBits
 from heteroreason.rtl.decoder.weight_schedule import linear_schedule
 from heteroreason.sim.verify.tb.common import TbBase, param, seeded_rng, stimulus
-from heteroreason.sim.verify.tb.streams import StreamSink, StreamSource
+from heteroreason.sim.verify.tb.streams import Payload, StreamSink, StreamSource
 
 BITS = {OutBits.INT8: 8, OutBits.INT16: 16, OutBits.INT32: 32}
 
@@ -25,11 +25,15 @@ class MvuTB(TbBase):
         self.lanes = param("lanes")
         self.max_beats = param("max_beats")
         self.max_rows = param("max_rows")
+        self.k = param("rows_per_beat")
         self.np_rng = np.random.default_rng(rng.randrange(2**32))
-        shape = MatVecUnit(lanes=self.lanes, max_beats=self.max_beats,
-                           max_rows=self.max_rows).signature.members
+        shape = MatVecUnit(lanes=self.lanes, max_beats=self.max_beats, max_rows=self.max_rows,
+                           rows_per_beat=self.k).signature.members
         layout = {n: shape[n].signature.members["payload"].shape
                   for n in ("cmd", "vec", "weights", "rowparam", "out")}
+        # with rows_per_beat > 1 a parameter beat holds k of one row's struct
+        self.row_param = Payload(layout["rowparam"] if self.k == 1
+                                 else layout["rowparam"].elem_shape)
         self.cmd = StreamSource(dut, "cmd", layout["cmd"], rng=rng, idle=idle)
         self.vec = StreamSource(dut, "vec", layout["vec"], rng=rng, idle=idle)
         self.weights = StreamSource(dut, "weights", layout["weights"], rng=rng, idle=idle)
@@ -53,14 +57,19 @@ class MvuTB(TbBase):
             source.observe()
         beat = self.out.observe()
         if beat is not None:
-            self.check(bool(self.expected), f"result {beat} with nothing expected")
-            want = self.expected.popleft()
-            self.check((beat["value"], beat["last"]) == want, f"result {beat} != {want}")
-            self.matched += 1
+            values = [beat["value"]] if self.k == 1 else \
+                [_signed32(beat["value"] >> 32 * j) for j in range(self.k)]
+            for j, value in enumerate(values):
+                self.check(bool(self.expected), f"result {beat} with nothing expected")
+                want = self.expected.popleft()
+                got = (value, beat["last"] if j == self.k - 1 else 0)
+                self.check(got == want, f"result {j} of {beat}: {got} != {want}")
+                self.matched += 1
 
     def queue_job(self):
-        rng = self.np_rng
-        rows = int(rng.integers(1, self.max_rows + 1))
+        rng, k = self.np_rng, self.k
+        groups = int(rng.integers(1, self.max_rows + 1))
+        rows = groups * k
         reuse = self.last_vector is not None and rng.random() < 0.3
         if reuse:  # the unit keeps its buffer: a job on the previous vector sends none
             x = self.last_vector
@@ -73,20 +82,32 @@ class MvuTB(TbBase):
         bias = rng.integers(-2**20, 2**20, rows)
         mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows)))
         out_bits = OutBits(int(rng.integers(0, 3)))
-        sched = linear_schedule(w, lanes=self.lanes, bias=bias, multiplier=mult, shift=shift)
-        self.cmd.send(rows=rows, beats=sched.beats_per_row, out_bits=out_bits.value,
+        sched = linear_schedule(w, lanes=self.lanes, bias=bias, multiplier=mult, shift=shift,
+                                rows_per_beat=k)
+        self.cmd.send(rows=groups, beats=sched.beats_per_row, out_bits=out_bits.value,
                       reuse=int(reuse))
         padded = np.zeros(sched.beats_per_row * self.lanes, dtype=np.int64)
         padded[:cols] = x
         for b in range(0 if reuse else sched.beats_per_row):
             self.vec.queue.append(dict(enumerate(int(v) for v in
                                                  padded[b * self.lanes:(b + 1) * self.lanes])))
-        for r in range(rows):
-            self.rowparam.send(bias=int(bias[r]), mult=int(mult[r]), shift=int(shift[r]))
+        params = [{"bias": int(bias[r]), "mult": int(mult[r]), "shift": int(shift[r])}
+                  for r in range(rows)]
+        for g in range(groups):
+            if k == 1:
+                self.rowparam.send(**params[g])
+            else:
+                self.rowparam.queue.append({j: self.row_param.pack(params[g * k + j])
+                                            for j in range(k)})
         for beat in sched.beats:
             self.weights.queue.append(dict(enumerate(int(v) for v in beat)))
         for r, value in enumerate(requant(w @ x + bias, (mult, shift), BITS[out_bits])):
             self.expected.append((int(value), int(r == rows - 1)))
+
+
+def _signed32(word: int) -> int:
+    word &= 0xFFFF_FFFF
+    return word - (1 << 32) if word >> 31 else word
 
 
 @cocotb.test()
@@ -95,7 +116,7 @@ async def random_jobs(dut, idle, backpressure):
     jobs = stimulus().mvu_jobs
     tb = MvuTB(dut, name=f"random_jobs[idle={idle},bp={backpressure}]", idle=idle,
                backpressure=backpressure)
-    tb.log.info("COCOTB_RANDOM_SEED=%d lanes=%d", tb.seed, tb.lanes)
+    tb.log.info("COCOTB_RANDOM_SEED=%d lanes=%d rows_per_beat=%d", tb.seed, tb.lanes, tb.k)
     await tb.reset()
     for _ in range(jobs):
         tb.queue_job()

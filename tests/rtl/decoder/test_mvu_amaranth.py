@@ -15,9 +15,11 @@ from heteroreason.sim.verify.amaranth_run import run_until_done
 BITS = {OutBits.INT8: 8, OutBits.INT16: 16, OutBits.INT32: 32}
 
 
-def random_job(rng: np.random.Generator, lanes: int, max_cols: int, max_rows: int, x=None):
-    """A random job; with ``x`` given, one on that vector (the unit may reuse its buffer)."""
-    rows = int(rng.integers(1, max_rows + 1))
+def random_job(rng: np.random.Generator, lanes: int, k: int, max_cols: int, max_groups: int,
+               x=None):
+    """A random job of row groups of ``k`` rows: its schedule, vector, width and results;
+    with ``x`` given, one on that vector (the unit may reuse its buffer)."""
+    rows = k * int(rng.integers(1, max_groups + 1))
     cols = int(rng.integers(1, max_cols + 1)) if x is None else x.size
     w = rng.integers(-127, 128, (rows, cols))
     x = rng.integers(-128, 128, cols) if x is None else x
@@ -25,34 +27,57 @@ def random_job(rng: np.random.Generator, lanes: int, max_cols: int, max_rows: in
     factor = np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows))
     mult, shift = quant_multiplier(factor)
     out_bits = OutBits(int(rng.integers(0, 3)))
-    sched = linear_schedule(w, lanes=lanes, bias=bias, multiplier=mult, shift=shift)
+    sched = linear_schedule(w, lanes=lanes, bias=bias, multiplier=mult, shift=shift,
+                            rows_per_beat=k)
     expected = requant(w @ x + bias, (mult, shift), BITS[out_bits])
-    return sched, x, out_bits, expected
+    return sched, x, out_bits, [int(v) for v in expected]
 
 
-def random_jobs(rng, lanes, max_cols, max_rows, count):
+def random_jobs(rng, lanes, k, max_cols, max_groups, count):
     """``count`` jobs, about a third of them reusing the previous job's vector."""
     jobs, reuse = [], []
     for _ in range(count):
         again = bool(jobs) and rng.random() < 0.35
-        jobs.append(random_job(rng, lanes, max_cols, max_rows, jobs[-1][1] if again else None))
+        jobs.append(random_job(rng, lanes, k, max_cols, max_groups,
+                               jobs[-1][1] if again else None))
         reuse.append(again)
     assert 5 < sum(reuse) < count - 5
     return jobs, reuse
 
 
-@pytest.mark.parametrize("lanes, seed", [(4, 1), (8, 2), (16, 3)])
-def test_random_jobs_match_the_reference(lanes, seed):
-    max_cols, max_rows = 40, 12
-    dut = MatVecUnit(lanes=lanes, max_beats=-(-max_cols // lanes), max_rows=max_rows)
+def set_params(ctx, dut, sched, group):
+    """The parameters of row group ``group`` on ``rowparam`` (one struct, or k of them)."""
+    k = dut.rows_per_beat
+    for j in range(k):
+        r = group * k + j
+        port = dut.rowparam.payload if k == 1 else dut.rowparam.payload[j]
+        ctx.set(port.bias, int(sched.bias[r]))
+        ctx.set(port.mult, int(sched.multiplier[r]))
+        ctx.set(port.shift, int(sched.shift[r]))
+
+
+def results_of(value, k):
+    return [int(value)] if k == 1 else [int(value[j]) for j in range(k)]
+
+
+@pytest.mark.parametrize("lanes, k, seed", [(4, 1, 1), (8, 1, 2), (16, 1, 3), (4, 2, 11),
+                                            (8, 4, 12), (1, 3, 13)])
+def test_random_jobs_match_the_reference(lanes, k, seed):
+    """Random jobs of ``k`` rows a weight beat (the schedule's interleaved order), with random
+    gaps in the weight and parameter streams and backpressure on ``out``."""
+    max_cols, max_groups = 40, 12 // k
+    dut = MatVecUnit(lanes=lanes, max_beats=-(-max_cols // lanes), max_rows=max_groups,
+                     rows_per_beat=k)
+    assert dut.rows_per_beat == k
     rng = np.random.default_rng(seed)
     stall = random.Random(seed)
-    jobs, reuse = random_jobs(rng, lanes, max_cols, max_rows, 40)
+    jobs, reuse = random_jobs(rng, lanes, k, max_cols, max_groups, 40)
     results = []
 
     async def driver(ctx):
         for (sched, x, out_bits, _), again in zip(jobs, reuse, strict=True):
-            ctx.set(dut.cmd.payload.rows, sched.rows)
+            assert sched.groups * k == sched.rows
+            ctx.set(dut.cmd.payload.rows, sched.groups)
             ctx.set(dut.cmd.payload.beats, sched.beats_per_row)
             ctx.set(dut.cmd.payload.out_bits, out_bits)
             ctx.set(dut.cmd.payload.reuse, again)
@@ -67,10 +92,10 @@ def test_random_jobs_match_the_reference(lanes, seed):
                 await ctx.tick().until(dut.vec.ready)
             ctx.set(dut.vec.valid, 0)
             beat = 0
-            for r in range(sched.rows):
-                ctx.set(dut.rowparam.payload.bias, int(sched.bias[r]))
-                ctx.set(dut.rowparam.payload.mult, int(sched.multiplier[r]))
-                ctx.set(dut.rowparam.payload.shift, int(sched.shift[r]))
+            for g in range(sched.groups):
+                while stall.random() < 0.1:  # a gap in the parameter stream
+                    await ctx.tick()
+                set_params(ctx, dut, sched, g)
                 ctx.set(dut.rowparam.valid, 1)
                 for _ in range(sched.beats_per_row):
                     while stall.random() < 0.2:  # random gaps in the weight stream
@@ -79,7 +104,7 @@ def test_random_jobs_match_the_reference(lanes, seed):
                     ctx.set(dut.weights.payload, [int(v) for v in sched.beats[beat]])
                     ctx.set(dut.weights.valid, 1)
                     await ctx.tick().until(dut.weights.ready)
-                    # the row's parameters are taken no later than its first weight beat
+                    # the group's parameters are taken no later than its first weight beat
                     ctx.set(dut.rowparam.valid, 0)
                     beat += 1
                 ctx.set(dut.weights.valid, 0)
@@ -87,13 +112,13 @@ def test_random_jobs_match_the_reference(lanes, seed):
     async def monitor(ctx):
         for _, _, _, expected in jobs:
             got = []
-            while len(got) < expected.size:
+            while len(got) < len(expected):
                 ctx.set(dut.out.ready, int(stall.random() >= 0.3))
                 _, _, valid, ready, value, last = await ctx.tick().sample(
                     dut.out.valid, dut.out.ready, dut.out.payload.value, dut.out.payload.last)
                 if valid and ready:
-                    got.append(int(value))
-                    assert bool(last) == (len(got) == expected.size)
+                    got += results_of(value, k)
+                    assert bool(last) == (len(got) == len(expected))
             results.append(got)
 
     sim = Simulator(dut)
@@ -104,7 +129,7 @@ def test_random_jobs_match_the_reference(lanes, seed):
                    max_cycles=200_000)
     assert len(results) == len(jobs), f"seed={seed}: only {len(results)} jobs finished"
     for i, ((_, _, _, expected), got) in enumerate(zip(jobs, results, strict=True)):
-        assert got == [int(v) for v in expected], f"seed={seed} job {i}"
+        assert got == expected, f"seed={seed} job {i}"
 
 
 def test_parameters_are_validated():
@@ -135,10 +160,13 @@ def one_beat_rows(rng, rows, lanes):
 
 
 async def feed_one_beat_rows(ctx, dut, w, x, bias, mult, shift):
-    """A job of one-beat rows (``w``'s rows against ``x``, 16-bit results), each row's weight
-    beat offered with its parameters as soon as the unit takes the previous one."""
-    rows = len(w)
-    ctx.set(dut.cmd.payload.rows, rows)
+    """A job of one-beat rows (``w``'s rows against ``x``, 16-bit results) in groups of the
+    unit's ``rows_per_beat``, each group's weight beat offered with its parameters as soon as
+    the unit takes the previous one."""
+    k = dut.rows_per_beat
+    sched = linear_schedule(w, lanes=len(x), bias=bias, multiplier=mult, shift=shift,
+                            rows_per_beat=k)
+    ctx.set(dut.cmd.payload.rows, sched.groups)
     ctx.set(dut.cmd.payload.beats, 1)
     ctx.set(dut.cmd.payload.out_bits, OutBits.INT16)
     ctx.set(dut.cmd.valid, 1)
@@ -148,26 +176,25 @@ async def feed_one_beat_rows(ctx, dut, w, x, bias, mult, shift):
     ctx.set(dut.vec.valid, 1)
     await ctx.tick().until(dut.vec.ready)
     ctx.set(dut.vec.valid, 0)
-    for r in range(rows):
-        ctx.set(dut.rowparam.payload.bias, int(bias[r]))
-        ctx.set(dut.rowparam.payload.mult, int(mult[r]))
-        ctx.set(dut.rowparam.payload.shift, int(shift[r]))
+    for g in range(sched.groups):
+        set_params(ctx, dut, sched, g)
         ctx.set(dut.rowparam.valid, 1)
-        ctx.set(dut.weights.payload, [int(v) for v in w[r]])
+        ctx.set(dut.weights.payload, [int(v) for v in sched.beats[g]])
         ctx.set(dut.weights.valid, 1)
         await ctx.tick().until(dut.weights.ready)
     ctx.set(dut.weights.valid, 0)
     ctx.set(dut.rowparam.valid, 0)
 
 
-@pytest.mark.parametrize("lanes", [1, 8, 64])
-def test_latency_and_throughput_are_the_documented_ones(lanes):
-    """One-beat rows back to back with ``out`` always ready: every weight beat is taken the
-    cycle it is offered, and each result leaves ``result_latency`` cycles after its beat."""
-    rows = 40
-    dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=rows)
+@pytest.mark.parametrize("lanes, k", [(1, 1), (8, 1), (64, 1), (8, 4)])
+def test_latency_and_throughput_are_the_documented_ones(lanes, k):
+    """One-beat rows (row groups) back to back with ``out`` always ready: every weight beat is
+    taken the cycle it is offered, and each result leaves ``result_latency`` cycles after its
+    beat."""
+    groups = 40 // k
+    dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=groups, rows_per_beat=k)
     rng = np.random.default_rng(lanes)
-    w, x, bias, mult, shift, expected = one_beat_rows(rng, rows, lanes)
+    w, x, bias, mult, shift, expected = one_beat_rows(rng, groups * k, lanes)
     taken, left = [], []
 
     async def driver(ctx):
@@ -176,13 +203,13 @@ def test_latency_and_throughput_are_the_documented_ones(lanes):
 
     async def monitor(ctx):
         cycle = 0
-        while len(left) < rows:
+        while len(left) < groups:
             _, _, wv, wr, ov, value = await ctx.tick().sample(
                 dut.weights.valid, dut.weights.ready, dut.out.valid, dut.out.payload.value)
             if wv and wr:
                 taken.append(cycle)
             if ov:
-                left.append((cycle, int(value)))
+                left.append((cycle, results_of(value, k)))
             cycle += 1
 
     sim = Simulator(dut)
@@ -190,10 +217,10 @@ def test_latency_and_throughput_are_the_documented_ones(lanes):
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
     sim.run_until(1e-8 * 2000)
-    assert [v for _, v in left] == expected
-    assert taken == list(range(taken[0], taken[0] + rows)), "a beat waited"
+    assert [v for _, values in left for v in values] == expected
+    assert taken == list(range(taken[0], taken[0] + groups)), "a beat waited"
     assert [c - t for (c, _), t in zip(left, taken, strict=True)] == \
-        [dut.result_latency] * rows
+        [dut.result_latency] * groups
 
 
 @pytest.mark.parametrize("seed", [5, 6])
@@ -231,3 +258,29 @@ def test_a_stalled_output_fills_the_queue_and_loses_nothing(seed):
     run_until_done(sim, lambda: len(got) == rows, clock_period_s=1e-8, max_cycles=20_000)
     assert got == expected, f"seed={seed}"
     assert max(in_flight) == dut.result_buffer, f"seed={seed}"
+
+
+def test_rows_per_beat_is_validated():
+    with pytest.raises(TypeError, match=r"^rows_per_beat must be a positive integer, not 0$"):
+        MatVecUnit(lanes=4, max_beats=4, max_rows=4, rows_per_beat=0)
+    with pytest.raises(ValueError, match=r"^rows_per_beat must be a positive integer that "
+                                         r"divides the rows \(6\), not 4$"):
+        linear_schedule(np.zeros((6, 2)), lanes=2, multiplier=2**30, shift=10, rows_per_beat=4)
+
+
+def test_interleaved_beats_hold_each_rows_beat_side_by_side():
+    """The schedule's order, naively: beat ``b`` of group ``g`` is row ``g*k+j``'s lanes
+    ``[b*lanes, (b+1)*lanes)`` for each ``j`` in turn, zero past the last column."""
+    rng = np.random.default_rng(3)
+    rows, cols, lanes, k = 6, 7, 3, 3
+    w = rng.integers(-127, 128, (rows, cols))
+    sched = linear_schedule(w, lanes=lanes, multiplier=2**30, shift=10, rows_per_beat=k)
+    per_row = 3
+    assert sched.beats.shape == (rows // k * per_row, k * lanes)
+    for g in range(rows // k):
+        for b in range(per_row):
+            for j in range(k):
+                for i in range(lanes):
+                    c = b * lanes + i
+                    want = w[g * k + j, c] if c < cols else 0
+                    assert sched.beats[g * per_row + b, j * lanes + i] == want

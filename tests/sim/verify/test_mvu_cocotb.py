@@ -1,14 +1,16 @@
-"""The matrix-vector unit's cocotb bench on Verilator at two parallelism settings."""
+"""The matrix-vector unit's cocotb bench on Verilator at three parallelism settings, one with four
+rows a weight beat."""
 
 import pytest
 
 from heteroreason.sim.verify.runner import run_cocotb
 
 
-@pytest.mark.parametrize("lanes, max_beats", [pytest.param(4, 10, marks=pytest.mark.slow),
-                                              (16, 4)])
-def test_mvu(simulator, lanes, max_beats):
+@pytest.mark.parametrize("lanes, max_beats, rows_per_beat", [
+    pytest.param(4, 10, 1, marks=pytest.mark.slow), (16, 4, 1), (8, 5, 4)])
+def test_mvu(simulator, lanes, max_beats, rows_per_beat):
     result = run_cocotb("mvu", "heteroreason.sim.verify.tb.mvu_tb",
-                        params={"lanes": lanes, "max_beats": max_beats, "max_rows": 16},
-                        simulator=simulator, seed=lanes)
+                        params={"lanes": lanes, "max_beats": max_beats, "max_rows": 16,
+                                "rows_per_beat": rows_per_beat},
+                        simulator=simulator, seed=lanes + rows_per_beat)
     assert (result.tests, result.failed) == (2, 0)
