@@ -96,15 +96,6 @@ class Item(Record):
         self.done = done  # the owner's: what to call when it ends, with ``args``
         self.args = args
 
-    def shape(self, work: GpuWork) -> None:
-        """A GPU call's shape, for a batched device to price it."""
-        prefill, decode, kv = work.prefill, work.decode, work.kv
-        self.prefill = prefill
-        self.decode_left = decode
-        self.kv = kv
-        self.call_pending = decode > 0 and work.model.decode_call_ms > 0
-        self.kv_tokens = kv + decode if prefill is None or prefill < kv + decode else prefill
-
     @property
     def fraction_done(self) -> float:
         return self.done_ms / self.work_ms if self.work_ms > 0 else 1.0
@@ -240,6 +231,13 @@ class BatchedGpu(_Device):
     # ------------------------------------------------------------------ the owners' side
 
     def submit(self, item: Item, work: GpuWork) -> None:
+        """``item`` joins the waiting items, shaped as ``work`` (for its pricing)."""
+        prefill, decode, kv = work.prefill, work.decode, work.kv
+        item.prefill = prefill
+        item.decode_left = decode
+        item.kv = kv
+        item.call_pending = decode > 0 and work.model.decode_call_ms > 0
+        item.kv_tokens = kv + decode if prefill is None or prefill < kv + decode else prefill
         item.foreign = work.model.name != self.cost.name
         if not item.foreign:
             if item.kv_tokens > self.cost.kv_capacity_tokens:
@@ -305,11 +303,12 @@ class BatchedGpu(_Device):
             self._plan()
             return
         done = _iterations_within(elapsed, a, g, k)
-        cut = done + 1 if _run_ms(done, a, g) < elapsed else done
+        cut = done + 1 if done * a + g * done * (done - 1) / 2 < elapsed else done
         if cut < k:
             self._token += 1
             self._seg = (kind, start, cut, a, g)
-            self.loop.at(start + _run_ms(cut, a, g), self._priority, self._end, self._token)
+            self.loop.at(start + (cut * a + g * cut * (cut - 1) / 2), self._priority, self._end,
+                         self._token)
 
     def _plan(self) -> None:
         cost = self.cost
@@ -358,6 +357,7 @@ class BatchedGpu(_Device):
         priority = first.priority
         if first.foreign:
             seg = ("foreign", now, 1, first.work_ms - first.done_ms, 0.0)
+            duration = seg[3]  # _run_ms(1, a, 0.0)
         else:
             special = False
             kv_sum = 0
@@ -372,15 +372,17 @@ class BatchedGpu(_Device):
                     priority = i.priority
             if special:
                 seg = ("special", now, 1, self._special_ms(chosen), 0.0)
+                duration = seg[3]
             else:
                 d = len(chosen)
                 a = (max(cost.decode_floor_ms, cost.token_compute_ms * d)
                      + cost.kv_token_ms * (kv_sum + d) + cost.per_item_ms * (d - 1))
                 seg = ("run", now, decode_left, a, cost.kv_token_ms * d)
+                duration = _run_ms(decode_left, a, seg[4])
         self._seg = seg
         self._token += 1
         self._priority = priority
-        self.loop.at(now + _run_ms(seg[2], seg[3], seg[4]), priority, self._end, self._token)
+        self.loop.at(now + duration, priority, self._end, self._token)
 
     def _special_ms(self, items: list[Item]) -> float:
         prefills = prefill_tokens = prefill_sq = decodes = attended = calls = 0
@@ -502,8 +504,10 @@ def _iterations_within(elapsed: float, a: float, g: float, k: int) -> int:
     else:
         n = int(elapsed / a) if a > 0 else k
     n = max(0, min(n, k))
-    while n < k and _run_ms(n + 1, a, g) <= elapsed:
+    # the closed form's rounding corrected against _run_ms (written out: a run is cut every
+    # time an item joins its GPU)
+    while n < k and (n + 1) * a + g * (n + 1) * n / 2 <= elapsed:
         n += 1
-    while n > 0 and _run_ms(n, a, g) > elapsed:
+    while n > 0 and n * a + g * n * (n - 1) / 2 > elapsed:
         n -= 1
     return n

@@ -66,7 +66,6 @@ class _Lanes:
         if device.batches:
             if not shaped:
                 raise TypeError(f"a {kind} job reached GPU {device.name} without its shape")
-            item.shape(work)
             device.submit(item, work)
         else:
             device.submit(item)

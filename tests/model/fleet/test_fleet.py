@@ -319,9 +319,9 @@ def test_step_contexts_are_what_the_prm_calls_hold(monkeypatch, mode):
     submit = devices.BatchedGpu.submit
 
     def spy(self, item, work):
+        submit(self, item, work)  # shapes the item
         if self.pool == "prm":
             seen[item.owner.index] = max(seen.get(item.owner.index, 0), item.kv_tokens)
-        submit(self, item, work)
 
     monkeypatch.setattr(devices.BatchedGpu, "submit", spy)
     traces = _traces("olympiadbench", mode)[:30]
