@@ -251,7 +251,10 @@ class BatchedGpu(_Device):
         self._seq += 1
         item.seq = self._seq
         self.outstanding_ms += item.work_ms
-        self._queue_change(+1)
+        now = self.loop.now  # (_queue_change(+1))
+        self.queue_area_ms += self.queued * (now - self._queue_t)
+        self._queue_t = now
+        self.queued += 1
         self.waiting.append(item)
         self._changed()
 
@@ -341,7 +344,9 @@ class BatchedGpu(_Device):
                 if not item.started:
                     item.started = True
                     item.start_ms = now
-                    self._queue_change(-1)
+                    self.queue_area_ms += self.queued * (now - self._queue_t)  # _queue_change
+                    self._queue_t = now
+                    self.queued -= 1
                     self.wait_ms += now - item.submit_ms
                     self.items_served += 1
             self.batch, self.waiting = chosen, rest
@@ -442,20 +447,25 @@ class BatchedGpu(_Device):
     def _end(self, token: int) -> None:
         if token != self._token:
             return
-        kind, _start, k, _a, _g = self._seg
+        kind, start, k, _a, _g = self._seg
+        cost = self.cost
         finished = []
-        if kind == "run":  # each item's batch-1 cost of k iterations (_run_own_ms, written out)
-            floor_ms, kv_ms, pairs = k * self.cost.decode_floor_ms, self.cost.kv_token_ms, \
-                k * (k - 1) / 2
+        # (each item's batch-1 cost of the segment, _own_ms and _run_own_ms written out: this
+        # runs for every segment of every GPU)
+        if kind == "run":
+            floor_ms, kv_ms, pairs = k * cost.decode_floor_ms, cost.kv_token_ms, k * (k - 1) / 2
         for item in self.batch:
             if kind == "foreign":
                 item.done_ms = item.work_ms
                 item.prefill, item.decode_left = None, 0
             elif kind == "special":
-                item.done_ms += self._own_ms(item)
                 if item.prefill is not None:
+                    item.done_ms += cost.prefill_call_ms + cost.token_compute_ms * item.prefill \
+                        + cost.prefill_sq_ms * item.prefill ** 2
                     item.prefill = None
                 else:
+                    item.done_ms += cost.decode_floor_ms + cost.kv_token_ms * (item.kv + 1) + \
+                        (cost.decode_call_ms if item.call_pending else 0.0)
                     item.kv += 1
                     item.decode_left -= 1
                     item.call_pending = False
@@ -465,7 +475,13 @@ class BatchedGpu(_Device):
                 item.decode_left -= k
             if item.prefill is None and item.decode_left == 0:
                 finished.append(item)
-        self._close_segment(self.loop.now, len(self.batch))
+        now = self.loop.now  # (_close_segment)
+        self.busy_ms += now - start
+        if self.activity is not None:
+            self._log(start, kind, len(self.batch), k, -1)
+        self.iterations += k
+        self._seg = None
+        self._token += 1
         if finished:
             self.batch = [i for i in self.batch if i.prefill is not None or i.decode_left]
         for item in finished:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from heteroreason.model.fleet.devices import GpuWork, Item
 from heteroreason.model.system.overlapped import OverlappedReplay
 from heteroreason.model.system.records import JobKind, Resource
+from heteroreason.model.system.replay import Replay
 from heteroreason.model.system.sequential import SequentialReplay
 from heteroreason.model.timing.device_timing import LlmTiming
 
@@ -49,6 +50,12 @@ class _Lanes:
         if decode:
             ms += model.decode_ms(decode, kv)
         return GpuWork(ms, model, prefill, decode, kv)
+
+    def draft_ms(self, tokens: int, kv: int):
+        # an FPGA board serves one job at a time: its drafts need no shape (a draft GPU's do)
+        if self.mode.on_fpga:
+            return Replay.work(self, self.draft_t, decode=tokens, kv=kv)
+        return self.work(self.draft_t, decode=tokens, kv=kv)
 
     @staticmethod
     def cost_ms(work) -> float:
