@@ -2,8 +2,9 @@
 one-call answer: draft milliseconds per token for a model, a board and a context length.
 
 The design for a board is the :class:`~heteroreason.rtl.decoder.params.DecoderParams` that decodes
-fastest (by the calibrated timing model) among those whose weight stream fits the board's
-usable HBM bandwidth at its clock and whose estimated resources fit the board. Resources are
+fastest (by the calibrated timing model, its weight stream at the rate the board's memory plan
+sustains: :mod:`~heteroreason.model.timing.fpga.hbm`) among those whose streams the board's HBM
+ports can carry and whose estimated resources fit the board. Resources are
 estimated from the parameters (:func:`estimate_resources`: a DSP slice per MAC lane and
 attention multiplier, buffers and the score memory in block RAM, logic per multiplier, with
 coefficients from the synthesized test-small engine); a synthesis of a given design is
@@ -25,6 +26,7 @@ from heteroreason.model.timing.fpga.core_cycles import CoreTiming, cycles_to_ms
 from heteroreason.model.timing.fpga.hbm import (
     U280_HBM,
     V80_HBM,
+    HbmError,
     HbmSpec,
     MemoryPlan,
     plan_memory,
@@ -195,8 +197,11 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> Decode
             resources = estimate_resources(config, params)
             if not resources.fits(board.resources):
                 continue
-            cycles = core_timing(config, board, params, overheads).token_cycles(
-                min(2048, config.max_context - 1))
+            try:
+                timing = core_timing(config, board, params, overheads)
+            except HbmError:
+                continue  # a stream the board's ports cannot carry
+            cycles = timing.token_cycles(min(2048, config.max_context - 1))
             candidates.append((cycles, resources.bram18k, resources.dsp, params))
     if not candidates:
         raise ValueError(f"no design for {config.name} fits {board.name}")

@@ -19,7 +19,7 @@ from heteroreason.model.timing.fpga.hbm import (
     roofline_bytes_per_s,
     slice_bytes,
 )
-from heteroreason.model.timing.fpga.platform import BOARDS, design_for, memory_plan
+from heteroreason.model.timing.fpga.platform import BOARDS, FpgaBoard, design_for, memory_plan
 from heteroreason.rtl.decoder.params import DecoderParams
 
 Q05 = qwen2_config("qwen2.5-0.5b")
@@ -174,3 +174,13 @@ def test_the_timing_model_slows_with_the_streams_rate_where_it_is_stream_bound()
     for rate in (0, 1.5, True, "1"):
         with pytest.raises(ValueError, match=r"stream_beats_per_cycle must be in \(0, 1\]"):
             CoreTiming(config, params, 64, overheads, stream_beats_per_cycle=rate)
+
+
+def test_the_design_search_skips_streams_the_ports_cannot_carry():
+    # 16 ports of 256 bits: params 1, K and V 2 each, the weights at most 11 x 32 = 352 B a beat
+    small = HbmSpec("small", 16, 10e9, 1.0, 1, (256,), 300e-9, 8 * 2**30, "test", "test")
+    board = FpgaBoard("small-300", 300e6, small, BOARDS["u280-300"].resources, 60.0, "test")
+    params = design_for(Q05, board)
+    plan = memory_plan(Q05, board, params)
+    assert params.stream_bytes <= 11 * 32
+    assert plan.stream("weights").ports <= 11 and plan.ports_used <= 16
