@@ -27,6 +27,7 @@ from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.calibration import CalibrationError
 from heteroreason.model.timing.fpga.clock_basis import clock_basis, ecp5_basis
+from heteroreason.model.timing.fpga.hbm import weight_ceiling_bytes_per_s
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
     design_for,
@@ -85,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{board.usable_bandwidth_bytes_per_s / 1e9:.0f} GB/s with "
               f"{max(hbm.port_bits)}-bit ports (roofline)")
         print(f"    plan: {memory_plan(config, board, params).describe()}")
+        ceiling = weight_ceiling_bytes_per_s(
+            hbm, board.clock_hz, kv_row_bytes=config.head_dim if params.external_kv else 0)
+        weights = config.decode_counts(0).weight_bytes
+        print(f"    a weight stream of any width on the ports left: at most "
+              f"{ceiling / 1e9:.0f} GB/s ({ceiling / board.clock_hz:.0f} B/cycle), the weights "
+              f"alone {1e3 * weights / ceiling:.3f} ms/token ({ceiling / weights:.0f} tok/s)")
         print(f"    source: {hbm.source}; efficiency: {hbm.efficiency_source}")
     rows = []
     for b in args.boards:

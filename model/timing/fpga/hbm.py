@@ -27,7 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["HBM_SPECS", "HbmError", "HbmSpec", "MemoryPlan", "PortPlan", "plan_memory",
-           "plan_stream", "roofline_bytes_per_s", "slice_bytes"]
+           "plan_stream", "roofline_bytes_per_s", "slice_bytes",
+           "weight_ceiling_bytes_per_s"]
 
 PARAM_BEAT_BYTES = 8  # a row's bias, multiplier and shift (rtl/decoder/core.py PARAM_LAYOUT)
 
@@ -235,6 +236,15 @@ def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_byte
         left -= plan.ports
     streams.append(plan_stream(hbm, "weights", stream_bytes, clock_hz, left))
     return MemoryPlan(hbm, clock_hz, tuple(streams))
+
+
+def weight_ceiling_bytes_per_s(hbm: HbmSpec, clock_hz: float, *, kv_row_bytes: int = 0
+                               ) -> float:
+    """The most a weight stream of any width sustains at ``clock_hz`` on the ports the narrow
+    streams leave (:func:`plan_memory`'s split): those ports at the widest width."""
+    narrow = plan_memory(hbm, clock_hz, 1, kv_row_bytes=kv_row_bytes)
+    left = hbm.ports - sum(s.ports for s in narrow.streams if s.stream != "weights")
+    return left * hbm.port_bytes_per_s(max(hbm.port_bits), clock_hz)
 
 
 def roofline_bytes_per_s(hbm: HbmSpec, clock_hz: float) -> float:

@@ -18,6 +18,7 @@ from heteroreason.model.timing.fpga.hbm import (
     plan_stream,
     roofline_bytes_per_s,
     slice_bytes,
+    weight_ceiling_bytes_per_s,
 )
 from heteroreason.model.timing.fpga.platform import BOARDS, FpgaBoard, design_for, memory_plan
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -184,3 +185,13 @@ def test_the_design_search_skips_streams_the_ports_cannot_carry():
     plan = memory_plan(Q05, board, params)
     assert params.stream_bytes <= 11 * 32
     assert plan.stream("weights").ports <= 11 and plan.ports_used <= 16
+
+
+def test_the_weight_ceiling_is_the_ports_the_narrow_streams_leave():
+    per_port = 425e9 / 32  # a 512-bit port at 300 MHz reaches its channel's achievable rate
+    assert weight_ceiling_bytes_per_s(U280_HBM, 300e6, kv_row_bytes=64) == \
+        pytest.approx(27 * per_port)  # params 1, K 2, V 2
+    assert weight_ceiling_bytes_per_s(U280_HBM, 300e6) == pytest.approx(31 * per_port)
+    # at 200 MHz the ports, not the channels, set it
+    assert weight_ceiling_bytes_per_s(U280_HBM, 200e6, kv_row_bytes=64) == \
+        pytest.approx(27 * 64 * 200e6)
