@@ -447,25 +447,20 @@ class BatchedGpu(_Device):
     def _end(self, token: int) -> None:
         if token != self._token:
             return
-        kind, start, k, _a, _g = self._seg
-        cost = self.cost
+        kind, _start, k, _a, _g = self._seg
         finished = []
-        # (each item's batch-1 cost of the segment, _own_ms and _run_own_ms written out: this
-        # runs for every segment of every GPU)
-        if kind == "run":
-            floor_ms, kv_ms, pairs = k * cost.decode_floor_ms, cost.kv_token_ms, k * (k - 1) / 2
+        if kind == "run":  # each item's batch-1 cost of k iterations (_run_own_ms, written out)
+            floor_ms, kv_ms, pairs = k * self.cost.decode_floor_ms, self.cost.kv_token_ms, \
+                k * (k - 1) / 2
         for item in self.batch:
             if kind == "foreign":
                 item.done_ms = item.work_ms
                 item.prefill, item.decode_left = None, 0
             elif kind == "special":
+                item.done_ms += self._own_ms(item)
                 if item.prefill is not None:
-                    item.done_ms += cost.prefill_call_ms + cost.token_compute_ms * item.prefill \
-                        + cost.prefill_sq_ms * item.prefill ** 2
                     item.prefill = None
                 else:
-                    item.done_ms += cost.decode_floor_ms + cost.kv_token_ms * (item.kv + 1) + \
-                        (cost.decode_call_ms if item.call_pending else 0.0)
                     item.kv += 1
                     item.decode_left -= 1
                     item.call_pending = False
@@ -475,13 +470,7 @@ class BatchedGpu(_Device):
                 item.decode_left -= k
             if item.prefill is None and item.decode_left == 0:
                 finished.append(item)
-        now = self.loop.now  # (_close_segment)
-        self.busy_ms += now - start
-        if self.activity is not None:
-            self._log(start, kind, len(self.batch), k, -1)
-        self.iterations += k
-        self._seg = None
-        self._token += 1
+        self._close_segment(self.loop.now, len(self.batch))
         if finished:
             self.batch = [i for i in self.batch if i.prefill is not None or i.decode_left]
         for item in finished:

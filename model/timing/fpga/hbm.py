@@ -2,11 +2,12 @@
 plan that splits the decoder's streams over those ports.
 
 The decoder reads four streams from HBM: the weights (``stream_bytes`` a cycle, all the time a
-matrix-vector operator runs), the row parameters (one 8-byte beat per matrix row), and, with the
-KV cache in memory, the attention's key and value rows (``head_dim`` bytes a cycle each, one
-pass at a time). Each stream is split byte-wise over ports of its own: a beat of ``B`` bytes
-over ``P`` ports puts at most ``ceil(B / P)`` bytes on each, and a beat is whole when every
-port's slice has arrived, so the stream sustains the rate of its most loaded port.
+matrix-vector operator runs), the row parameters (a 9-byte beat of the core's ``PARAM_LAYOUT``
+per matrix row), and, with the KV cache in memory, the attention's key and value rows
+(``head_dim`` bytes a cycle each, one pass at a time). Each stream is split byte-wise over
+ports of its own: a beat of ``B`` bytes over ``P`` ports puts at most ``ceil(B / P)`` bytes on
+each, and a beat is whole when every port's slice has arrived, so the stream sustains the rate
+of its most loaded port.
 
 A port of ``w`` bits at the kernel clock ``f`` carries at most ``w / 8 * f`` bytes a second,
 and its pseudo-channel at most its achievable bandwidth (the data sheet's figure times the
@@ -26,11 +27,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from heteroreason.rtl.decoder.core import PARAM_LAYOUT
+
 __all__ = ["HBM_SPECS", "HbmError", "HbmSpec", "MemoryPlan", "PortPlan", "plan_memory",
            "plan_stream", "roofline_bytes_per_s", "slice_bytes",
            "weight_ceiling_bytes_per_s"]
 
-PARAM_BEAT_BYTES = 8  # a row's bias, multiplier and shift (rtl/decoder/core.py PARAM_LAYOUT)
+# a row's bias, multiplier and shift: the bytes of the core's parameter port
+PARAM_BEAT_BYTES = -(-PARAM_LAYOUT.size // 8)
 
 
 class HbmError(ValueError):
@@ -214,12 +218,8 @@ class MemoryPlan:
             f" ({self.ports_used} of {self.hbm.ports} ports)"
 
 
-def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_bytes: int = 0
-                ) -> MemoryPlan:
-    """The ports of the parameter stream, the key and value rows (``kv_row_bytes`` a beat
-    each, 0: the KV cache is on chip) and the weight stream (``stream_bytes`` a beat) at
-    ``clock_hz``. The narrow streams must sustain a beat a cycle; the weights take what
-    ports are left (the fewest that sustain a beat a cycle, or the best split of them all)."""
+def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int) -> list[PortPlan]:
+    """The ports of the parameter stream and the key and value rows, each at a beat a cycle."""
     if isinstance(kv_row_bytes, bool) or not isinstance(kv_row_bytes, int) or kv_row_bytes < 0:
         raise HbmError(f"kv_row_bytes must be an integer >= 0, not {kv_row_bytes!r}")
     left = hbm.ports
@@ -234,6 +234,17 @@ def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_byte
                            f"{clock_hz / 1e6:g} MHz on {left} port(s)")
         streams.append(plan)
         left -= plan.ports
+    return streams
+
+
+def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_bytes: int = 0
+                ) -> MemoryPlan:
+    """The ports of the parameter stream, the key and value rows (``kv_row_bytes`` a beat
+    each, 0: the KV cache is on chip) and the weight stream (``stream_bytes`` a beat) at
+    ``clock_hz``. The narrow streams must sustain a beat a cycle; the weights take what
+    ports are left (the fewest that sustain a beat a cycle, or the best split of them all)."""
+    streams = _narrow_streams(hbm, clock_hz, kv_row_bytes)
+    left = hbm.ports - sum(s.ports for s in streams)
     streams.append(plan_stream(hbm, "weights", stream_bytes, clock_hz, left))
     return MemoryPlan(hbm, clock_hz, tuple(streams))
 
@@ -242,8 +253,7 @@ def weight_ceiling_bytes_per_s(hbm: HbmSpec, clock_hz: float, *, kv_row_bytes: i
                                ) -> float:
     """The most a weight stream of any width sustains at ``clock_hz`` on the ports the narrow
     streams leave (:func:`plan_memory`'s split): those ports at the widest width."""
-    narrow = plan_memory(hbm, clock_hz, 1, kv_row_bytes=kv_row_bytes)
-    left = hbm.ports - sum(s.ports for s in narrow.streams if s.stream != "weights")
+    left = hbm.ports - sum(s.ports for s in _narrow_streams(hbm, clock_hz, kv_row_bytes))
     return left * hbm.port_bytes_per_s(max(hbm.port_bits), clock_hz)
 
 

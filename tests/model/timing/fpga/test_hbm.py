@@ -10,6 +10,7 @@ from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_ca
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
 from heteroreason.model.timing.fpga.hbm import (
     HBM_SPECS,
+    PARAM_BEAT_BYTES,
     U280_HBM,
     V80_HBM,
     HbmError,
@@ -113,17 +114,19 @@ def test_a_stream_wider_than_the_memory_runs_below_a_beat_a_cycle():
 
 
 def test_plans_refuse_what_the_board_cannot_provide():
-    tiny = HbmSpec("tiny", 2, 1e9, 1.0, 1, (64,), 0.0, 2**30, "test", "test")
-    with pytest.raises(HbmError, match="no HBM port left for it"):
+    # a parameter beat is the core's PARAM_LAYOUT, 69 bits: 9 bytes
+    assert PARAM_BEAT_BYTES == 9
+    tiny = HbmSpec("tiny", 2, 1e9, 1.0, 1, (128,), 0.0, 2**30, "test", "test")
+    with pytest.raises(HbmError, match="v_rows: no HBM port left for it"):
         plan_memory(tiny, 100e6, 8, kv_row_bytes=8)
-    with pytest.raises(HbmError, match="k_rows: a beat of 16 B does not fit 1 port"):
-        plan_memory(tiny, 100e6, 8, kv_row_bytes=16)
-    slow = HbmSpec("slow", 2, 0.2e9, 1.0, 1, (64,), 0.0, 2**30, "test", "test")
-    with pytest.raises(HbmError, match="params: slow cannot sustain its 8-byte beat a cycle at "
+    with pytest.raises(HbmError, match="k_rows: a beat of 32 B does not fit 1 port"):
+        plan_memory(tiny, 100e6, 8, kv_row_bytes=32)
+    slow = HbmSpec("slow", 2, 0.4e9, 1.0, 1, (128,), 0.0, 2**30, "test", "test")
+    with pytest.raises(HbmError, match="params: slow cannot sustain its 9-byte beat a cycle at "
                                        "100 MHz on 2 port"):
         plan_memory(slow, 100e6, 8)
-    with pytest.raises(HbmError, match="port width 128 bits is not offered; the widths are 64"):
-        tiny.port_bytes_per_s(128, 100e6)
+    with pytest.raises(HbmError, match="port width 256 bits is not offered; the widths are 128"):
+        tiny.port_bytes_per_s(256, 100e6)
     with pytest.raises(HbmError, match="beat_bytes must be an integer >= 1"):
         plan_memory(U280_HBM, 300e6, 0)
     with pytest.raises(HbmError, match="clock_hz must be positive"):
