@@ -67,12 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         need = estimate_resources(config, params)
         have = board.resources
         rows.append([b, f"{board.clock_hz / 1e6:.0f}", params.lanes, params.stream_bytes,
-                     params.heads_parallel, params.vector_width, params.weight_buffer,
+                     params.heads_parallel, params.vector_width, params.param_width,
+                     params.weight_buffer,
                      f"{need.lut:,}/{have.lut:,}",
                      f"{need.dsp:,}/{have.dsp:,}", f"{need.bram18k:,}/{have.bram18k:,}",
                      "yes" if need.fits(have) else "NO"])
     print(format_table(["board", "MHz", "MACs/cycle", "stream B/cycle", "heads ||",
-                        "vector width", "weight buffer", "LUT", "DSP", "BRAM18K", "fits"], rows))
+                        "vector width", "gains/beat", "weight buffer", "LUT", "DSP", "BRAM18K",
+                        "fits"], rows))
     print("HBM (model/timing/fpga/hbm.py): the roofline below is what every port together "
           "sustains at the board's clock")
     for b, params in designs.items():
@@ -87,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{max(hbm.port_bits)}-bit ports (roofline)")
         print(f"    plan: {memory_plan(config, board, params).describe()}")
         ceiling = weight_ceiling_bytes_per_s(
-            hbm, board.clock_hz, kv_row_bytes=config.head_dim if params.external_kv else 0)
+            hbm, board.clock_hz, kv_row_bytes=config.head_dim if params.external_kv else 0,
+            param_width=params.param_width)
         weights = config.decode_counts(0).weight_bytes
         print(f"    a weight stream of any width on the ports left: at most "
               f"{ceiling / 1e9:.0f} GB/s ({ceiling / board.clock_hz:.0f} B/cycle), the weights "

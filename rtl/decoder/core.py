@@ -25,13 +25,18 @@ from heteroreason.rtl.decoder.sequencer import Port, Sequencer, Units
 from heteroreason.rtl.decoder.swiglu import SwiGlu
 
 __all__ = ["BUFFER_OUTPUT_LATENCY", "KV_PORTS", "PARAM_LAYOUT", "TOKEN_START_LATENCY",
-           "DecoderCore"]
+           "DecoderCore", "param_beat_layout"]
 
 BUFFER_OUTPUT_LATENCY = 2  # the prefetch buffers' landing and output registers: head -> operator
 TOKEN_START_LATENCY = 1  # a token taken -> its first operator's first cycle
 
 KV_PORTS = ("kv_store", "k_req", "v_req", "k_rows", "v_rows")
 PARAM_LAYOUT = data.StructLayout({"value": signed(32), "mult": unsigned(31), "shift": unsigned(6)})
+
+
+def param_beat_layout(param_width: int):
+    """A parameter beat: one :data:`PARAM_LAYOUT` entry, or an array of ``param_width``."""
+    return PARAM_LAYOUT if param_width == 1 else data.ArrayLayout(PARAM_LAYOUT, param_width)
 
 
 class DecoderCore(wiring.Component):
@@ -62,8 +67,9 @@ class DecoderCore(wiring.Component):
     (:class:`~heteroreason.rtl.decoder.sequencer.Scratchpad`); operators run one after the
     other. The vector loads of the matrix-vector unit, the
     RMSNorm's input, RoPE, the KV write's gather, the attention's query gather and its outputs
-    move ``vector_width`` elements a cycle; the embedding, the RMSNorm's outputs (each needs its
-    own gain) and the matrix-vector results move one a cycle. The matrix-vector unit runs at
+    move ``vector_width`` elements a cycle; the RMSNorm's outputs ``param_width`` a cycle (each
+    needs its own gain, and a parameter beat holds ``param_width``); the embedding and the
+    matrix-vector results move one a cycle. The matrix-vector unit runs at
     ``lanes`` MACs per cycle (reusing its vector buffer for k/v after q and up after gate;
     SwiGLU is applied to the up projection's outputs as they leave), the attention unit on
     ``heads_parallel`` query heads of one KV group at a time.
@@ -84,7 +90,8 @@ class DecoderCore(wiring.Component):
     wreq, preq : Out(stream.Signature(StructLayout addr, count))
         Requests in stream beats (``wreq``) and parameter beats (``preq``).
     wdata : In(stream.Signature(ArrayLayout(signed(8), stream_bytes)))
-    pdata : In(stream.Signature(StructLayout value signed(32), mult, shift))
+    pdata : In(stream.Signature(param_beat_layout(param_width)))
+        Parameter beats: ``param_width`` entries of (value signed(32), mult, shift).
     busy : Out(1)
     weight_wait : Out(1)
         An operator wants a weight beat and the buffer is empty (memory-bound cycle).
@@ -110,7 +117,8 @@ class DecoderCore(wiring.Component):
         params.check_model(c)
         self._model = model
         self._params = params
-        self._schedule = decode_schedule(model, lanes=params.lanes)
+        self._schedule = decode_schedule(model, lanes=params.lanes,
+                                         param_width=params.param_width)
         self._config = c
         ratio = params.ratio
         w_beats = len(self._schedule.weight_image) * ratio
@@ -130,7 +138,7 @@ class DecoderCore(wiring.Component):
             "wreq": Out(stream.Signature(request)),
             "preq": Out(stream.Signature(request)),
             "wdata": In(stream.Signature(data.ArrayLayout(signed(8), params.stream_bytes))),
-            "pdata": In(stream.Signature(PARAM_LAYOUT)),
+            "pdata": In(stream.Signature(param_beat_layout(params.param_width))),
             "busy": Out(1),
             "weight_wait": Out(1),
             "buffer_full": Out(1),
@@ -181,7 +189,7 @@ class DecoderCore(wiring.Component):
         units = Units(
             mvu=MatVecUnit(lanes=p.lanes, max_beats=-(-max(c.hidden, c.ffn, c.q_dim) // p.lanes),
                            max_rows=max(c.vocab, c.ffn, c.hidden, c.q_dim)),
-            norm=RmsNorm(max_length=c.hidden, width=p.vector_width),
+            norm=RmsNorm(max_length=c.hidden, width=p.vector_width, gains=p.param_width),
             rope=Rope(head_dim=c.head_dim, increments=self._model.rope_inc,
                       max_position=c.max_context - 1, width=p.vector_width),
             att=self._attention(), swiglu=SwiGlu(),
@@ -284,11 +292,12 @@ class DecoderCore(wiring.Component):
         return port
 
     def _param_path(self, m) -> Port:
-        m.submodules.pbuf = pbuf = fifo.SyncFIFOBuffered(width=PARAM_LAYOUT.size,
+        layout = param_beat_layout(self._params.param_width)
+        m.submodules.pbuf = pbuf = fifo.SyncFIFOBuffered(width=layout.size,
                                                         depth=self._params.param_buffer)
         m.d.comb += [pbuf.w_data.eq(self.pdata.payload), pbuf.w_en.eq(self.pdata.valid),
                      self.pdata.ready.eq(pbuf.w_rdy)]
-        return _output_register(m, pbuf, PARAM_LAYOUT, "pbuf_out")
+        return _output_register(m, pbuf, layout, "pbuf_out")
 
 
 def _output_register(m, buffer, shape, name: str) -> Port:

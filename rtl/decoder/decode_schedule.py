@@ -13,6 +13,10 @@ post-attention RMSNorm's multipliers, the gate row parameters, the 256-entry SiL
 between gate and up, whose outputs feed SwiGLU directly), the up and down row parameters; then
 the final RMSNorm's and the LM head's.
 
+A parameter beat holds ``param_width`` entries: an RMSNorm's gains fill them (``param_width``
+channels a beat), every other operator's entry is a beat's first, the rest zeros
+(:func:`entries_per_param_beat`).
+
 :func:`decode_schedule` lays both images out in exactly that order, so that apart from the
 token's embedding row and its multiplier everything a token reads is one contiguous range per
 image (:meth:`DecodeSchedule.fetch_plan`, what the decoder's prefetcher requests);
@@ -30,7 +34,7 @@ from heteroreason.model.numerics.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.decoder.operators import EMBED, Unit, token_operators
 from heteroreason.rtl.decoder.weight_schedule import linear_schedule
 
-__all__ = ["DecodeSchedule", "Region", "decode_schedule"]
+__all__ = ["DecodeSchedule", "Region", "decode_schedule", "entries_per_param_beat"]
 
 
 @dataclass(frozen=True)
@@ -55,10 +59,15 @@ def _region_names(op, layer: int) -> tuple[str | None, str | None]:
 class DecodeSchedule:
     lanes: int
     weight_image: np.ndarray  # (beats, lanes) int8 values
-    param_image: np.ndarray  # (beats, 3): bias/value, multiplier, shift
+    param_image: np.ndarray  # (beats, param_width, 3): bias/value, multiplier, shift
     regions: dict[str, Region]
     layers: int
     embed_row_beats: int
+
+    @property
+    def param_width(self) -> int:
+        """Entries per parameter beat."""
+        return self.param_image.shape[1]
 
     def token_regions(self, token: int, *, keep_logits: bool) -> list[Region]:
         """The regions one token reads, in the order the decoder consumes them."""
@@ -106,6 +115,20 @@ class DecodeSchedule:
                    if r.kind == "params")
 
 
+def entries_per_param_beat(unit: Unit, param_width: int) -> int:
+    """The parameter entries a beat of ``unit``'s region carries: ``param_width`` for an
+    RMSNorm's gains, one for every other unit."""
+    return param_width if unit is Unit.NORM else 1
+
+
+def _beats(entries: np.ndarray, per_beat: int, param_width: int) -> np.ndarray:
+    """``entries`` (n, 3) as parameter beats of ``param_width`` entries, ``per_beat`` of them
+    used (the rest zeros)."""
+    beats = np.zeros((len(entries) // per_beat, param_width, 3), dtype=np.int64)
+    beats[:, :per_beat] = entries.reshape(-1, per_beat, 3)
+    return beats
+
+
 def _per_channel(req) -> np.ndarray:
     mult, shift = (np.asarray(x, dtype=np.int64) for x in req)
     mult, shift = np.broadcast_arrays(mult, shift)
@@ -128,11 +151,17 @@ def _linear_data(model: QuantizedModel, layer: int, name: str):
     return getattr(ql, f"{short}_w"), getattr(ql, f"{short}_b", None), getattr(ql, f"{short}_req")
 
 
-def decode_schedule(model: QuantizedModel, *, lanes: int) -> DecodeSchedule:
-    """Lay the model's weights and parameters out in consumption order."""
+def decode_schedule(model: QuantizedModel, *, lanes: int,
+                    param_width: int = 1) -> DecodeSchedule:
+    """Lay the model's weights and parameters out in consumption order, parameter beats of
+    ``param_width`` entries."""
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
         raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
     c = model.config
+    g = param_width
+    if isinstance(g, bool) or not isinstance(g, int) or g <= 0 or c.hidden % g:
+        raise ValueError(f"param_width must be a positive integer that divides the hidden size "
+                         f"({c.hidden}), not {g!r}")
     if c.hidden % lanes:
         raise ValueError(f"lanes ({lanes}) must divide the hidden size ({c.hidden}) so that "
                          "embedding rows stream whole")
@@ -141,7 +170,9 @@ def decode_schedule(model: QuantizedModel, *, lanes: int) -> DecodeSchedule:
     regions: dict[str, Region] = {}
     at = {"weights": 0, "params": 0}
 
-    def add(kind, name, rows):
+    def add(kind, name, rows, unit=None):
+        if kind == "params":
+            rows = _beats(rows, entries_per_param_beat(unit, g), g)
         regions[name] = Region(name, kind, at[kind], len(rows))
         (weights if kind == "weights" else params).append(rows)
         at[kind] += len(rows)
@@ -150,19 +181,19 @@ def decode_schedule(model: QuantizedModel, *, lanes: int) -> DecodeSchedule:
         w_name, p_name = _region_names(op, layer)
         if op.unit is Unit.EMBED:
             add("weights", w_name, model.embed_q.astype(np.int64).reshape(-1, lanes))
-            add("params", p_name, _per_channel(model.embed_req))
+            add("params", p_name, _per_channel(model.embed_req), op.unit)
         elif op.unit is Unit.NORM:
-            add("params", p_name, _norm_params(model, layer, op.params))
+            add("params", p_name, _norm_params(model, layer, op.params), op.unit)
         elif op.unit is Unit.SILU_TABLE:
             silu = np.zeros((256, 3), dtype=np.int64)
             silu[:, 0] = model.layers[layer].silu
-            add("params", p_name, silu)
+            add("params", p_name, silu, op.unit)
         elif op.unit is Unit.MATVEC:
             w_float, bias, req = _linear_data(model, layer, op.weights)
             sched = linear_schedule(np.rint(w_float).astype(np.int64), lanes=lanes,
                                     bias=bias, multiplier=req[0], shift=req[1])
             add("weights", w_name, sched.beats)
             add("params", p_name, np.stack([sched.bias, sched.multiplier, sched.shift],
-                                           axis=1))
+                                           axis=1), op.unit)
     return DecodeSchedule(lanes, np.concatenate(weights), np.concatenate(params), regions,
                           len(model.layers), c.hidden // lanes)

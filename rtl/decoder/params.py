@@ -32,6 +32,10 @@ class DecoderParams:
     vector_width : int
         Scratchpad elements per row and per cycle of the vector paths: a power of two that
         divides ``lanes``, the FFN size and half the head size.
+    param_width : int
+        Entries per parameter beat: the RMSNorm takes this many gains a beat and emits as many
+        results a cycle (the other operators use a beat's first entry). A power of two that
+        divides ``vector_width``.
     external_kv : bool
         Keep the KV cache in memory behind the attention unit's KV ports instead of on chip.
     delimiters : tuple of int
@@ -46,6 +50,7 @@ class DecoderParams:
     weight_buffer: int = 1024
     param_buffer: int = 256
     vector_width: int = 1
+    param_width: int = 1
     external_kv: bool = False
     delimiters: tuple[int, ...] = ()
     eos: int = 0
@@ -64,6 +69,11 @@ class DecoderParams:
         if v & (v - 1) or self.lanes % v:
             raise ValueError(f"vector_width must be a power of two that divides lanes "
                              f"({self.lanes}), not {v!r}")
+        _positive("param_width", self.param_width)
+        g = self.param_width
+        if g & (g - 1) or v % g:
+            raise ValueError(f"param_width must be a power of two that divides vector_width "
+                             f"({v}), not {g!r}")
         if self.external_kv not in (False, True):  # 0 and 1 too
             raise ValueError(f"external_kv must be a bool, not {self.external_kv!r}")
         object.__setattr__(self, "external_kv", bool(self.external_kv))

@@ -34,9 +34,10 @@ class RmsNorm(wiring.Component):
     elements on ``x`` (``width`` a beat) into a buffer while summing their squares;
     ``var = sum // n + eps_q`` by a restoring divider (one quotient bit per cycle); the
     reciprocal square root comes from the 256-entry table of the reference after normalizing
-    ``var`` by an even shift; then, one per cycle, each element is scaled and requantized with
-    its channel's ``gain`` beat (multiplier and shift, the RMSNorm weight folded in) and
-    emitted on ``y`` (``last`` on the final one).
+    ``var`` by an even shift; then, ``gains`` per cycle, each element is scaled and requantized
+    with its channel's gain (multiplier and shift, the RMSNorm weight folded in; a ``gain`` beat
+    holds ``gains`` channels') and emitted on ``y`` (``gains`` elements a beat, ``last`` on the
+    final one).
 
     Parameters
     ----------
@@ -44,43 +45,53 @@ class RmsNorm(wiring.Component):
         Longest vector (the hidden size); a multiple of ``width``.
     width : int
         Elements per ``x`` beat.
+    gains : int
+        Elements per ``gain`` and ``y`` beat: a power of two that divides ``width``. With one,
+        ``gain`` is a single (mult, shift) and ``y.value`` a single int8; with more, arrays.
 
     Members
     -------
     cmd : In(stream.Signature(StructLayout length, eps_q))
     x : In(stream.Signature(ArrayLayout(signed(16), width)))
-    gain : In(stream.Signature(StructLayout mult unsigned(31), shift unsigned(6)))
-    y : Out(stream.Signature(StructLayout value signed(8), last))
+    gain : In(stream.Signature(StructLayout mult unsigned(31), shift unsigned(6)) [x gains])
+    y : Out(stream.Signature(StructLayout value signed(8) [x gains], last))
 
     Latency
     -------
     ``n / width`` cycles in, :func:`square_latency` for the last squares to reach the total,
     :data:`DIVIDER_CYCLES` for the division, :data:`SCALE_CYCLES` for the reciprocal square
-    root, then ``n`` elements issued a cycle each, each on ``y`` :data:`EMIT_LATENCY` cycles
-    after its issue.
+    root, then ``n / gains`` beats issued a cycle each, each on ``y`` :data:`EMIT_LATENCY`
+    cycles after its issue.
 
     Throughput
     ----------
-    ``width`` elements per cycle in, one per cycle out (each needs its own gain beat); the
+    ``width`` elements per cycle in, ``gains`` per cycle out (each needs its own gain); the
     output pipeline stalls as a whole while ``y`` is held back.
     """
 
-    def __init__(self, *, max_length, width=1):
+    def __init__(self, *, max_length, width=1, gains=1):
         if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length <= 0:
             raise TypeError(f"max_length must be a positive integer, not {max_length!r}")
         if isinstance(width, bool) or not isinstance(width, int) or width <= 0:
             raise TypeError(f"width must be a positive integer, not {width!r}")
         if max_length % width:
             raise ValueError(f"width ({width}) must divide max_length ({max_length})")
+        if isinstance(gains, bool) or not isinstance(gains, int) or gains <= 0 or \
+                gains & (gains - 1) or width % gains:
+            raise ValueError(f"gains must be a power of two that divides width ({width}), "
+                             f"not {gains!r}")
         self._max_length = max_length
         self._width = width
+        self._gains = gains
+        gain = data.StructLayout({"mult": unsigned(31), "shift": unsigned(6)})
         super().__init__({
             "cmd": In(stream.Signature(data.StructLayout({
                 "length": range(1, max_length + 1), "eps_q": unsigned(32)}))),
             "x": In(stream.Signature(data.ArrayLayout(signed(16), width))),
-            "gain": In(stream.Signature(data.StructLayout({
-                "mult": unsigned(31), "shift": unsigned(6)}))),
-            "y": Out(stream.Signature(data.StructLayout({"value": signed(8), "last": 1}))),
+            "gain": In(stream.Signature(gain if gains == 1 else data.ArrayLayout(gain, gains))),
+            "y": Out(stream.Signature(data.StructLayout({
+                "value": signed(8) if gains == 1 else data.ArrayLayout(signed(8), gains),
+                "last": 1}))),
         })
 
     @property
@@ -90,6 +101,10 @@ class RmsNorm(wiring.Component):
     @property
     def width(self):
         return self._width
+
+    @property
+    def gains(self):
+        return self._gains
 
     def elaborate(self, platform):
         m = Module()
@@ -206,13 +221,14 @@ class RmsNorm(wiring.Component):
                     m.d.sync += [inv.eq(lookup.data), index.eq(0), row.eq(0), lane.eq(0),
                                  state.eq(_EMIT)]
 
-        with m.If(equals(state, _EMIT)):  # issue each element with its gain beat
-            final = index == length - 1
+        g = self._gains
+        with m.If(equals(state, _EMIT)):  # issue ``gains`` elements with their gain beat
+            final = index == length - g
             m.d.comb += [self.gain.ready.eq(advance), pipe.issue.eq(self.gain.valid),
                          pipe.issue_tag.eq(self.gain.valid & final)]
             with m.If(advance & self.gain.valid):
-                m.d.sync += [index.eq(index + 1), lane.eq(lane + 1)]
-                with m.If(equals(lane, width - 1)):
+                m.d.sync += [index.eq(index + g), lane.eq(lane + g)]
+                with m.If(equals(lane, width - g)):
                     m.d.sync += [lane.eq(0), row.eq(row + 1)]
                 with m.If(final):
                     m.d.sync += state.eq(_IDLE)
@@ -221,24 +237,35 @@ class RmsNorm(wiring.Component):
         # stage 1: the buffer row, the lane, the gain; 2: the element; 3-4: element * inv as two
         # registered partial products; 5: their sum; 6: its shift less one; 7: rounded
         lane_1 = stage(lane, "lane_1")
-        mult, shift = self.gain.payload.mult, self.gain.payload.shift
-        for n in range(1, 8):
-            mult, shift = stage(mult, f"mult_{n}"), stage(shift, f"shift_{n}")
-        if width > 1:
-            element = stage(read.data.as_value().word_select(lane_1, 16).as_signed(),
-                            "element", signed(16))
-        else:
-            element = stage(read.data[0], "element", signed(16))
-        low = stage(stage(element * inv[:17], "scaled_lo_m"), "scaled_lo_p")
-        high = stage(stage(element * inv[17:], "scaled_hi_m"), "scaled_hi_p")
-        scaled = stage(low + (high << 17), "scaled", signed(16 + 25))
-        amount_m1 = Signal(5)
-        m.d.comb += amount_m1.eq(amount - 1)
-        shifted = stage(scaled >> amount_m1, "shifted", signed(16 + 25))
-        normalized = stage((shifted + 1) >> 1, "normalized", signed(16 + 25))
-        value = requantize_pipelined(m, normalized, mult, shift, Const(0, 2), widths=(8,),
-                                     en=advance, name="out")
-        m.d.comb += [self.y.valid.eq(pipe.out_valid), self.y.payload.value.eq(value),
+        values = []
+        for t in range(g):
+            tag = "" if g == 1 else str(t)  # (one gain: the names of a single lane)
+            entry = self.gain.payload if g == 1 else self.gain.payload[t]
+            mult, shift = entry.mult, entry.shift
+            for n in range(1, 8):
+                mult, shift = stage(mult, f"mult{tag}_{n}"), stage(shift, f"shift{tag}_{n}")
+            if width == g:
+                word = read.data[t]
+            elif g == 1:
+                word = read.data.as_value().word_select(lane_1, 16).as_signed()
+            else:  # the gains' group of the row (``lane_1`` is a multiple of ``gains``)
+                word = read.data.as_value().word_select(
+                    lane_1[g.bit_length() - 1:], 16 * g).word_select(t, 16).as_signed()
+            element = stage(word, f"element{tag}", signed(16))
+            low = stage(stage(element * inv[:17], f"scaled_lo_m{tag}"), f"scaled_lo_p{tag}")
+            high = stage(stage(element * inv[17:], f"scaled_hi_m{tag}"), f"scaled_hi_p{tag}")
+            scaled = stage(low + (high << 17), f"scaled{tag}", signed(16 + 25))
+            if t == 0:
+                amount_m1 = Signal(5)
+                m.d.comb += amount_m1.eq(amount - 1)
+            shifted = stage(scaled >> amount_m1, f"shifted{tag}", signed(16 + 25))
+            normalized = stage((shifted + 1) >> 1, f"normalized{tag}", signed(16 + 25))
+            values.append(requantize_pipelined(m, normalized, mult, shift, Const(0, 2),
+                                               widths=(8,), en=advance, name=f"out{tag}"))
+        value = self.y.payload.value
+        m.d.comb += [self.y.valid.eq(pipe.out_valid),
+                     *([value.eq(values[0])] if g == 1 else
+                       [value[t].eq(v) for t, v in enumerate(values)]),
                      self.y.payload.last.eq(pipe.out_tag)]
         return m
 

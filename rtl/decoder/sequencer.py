@@ -95,29 +95,50 @@ class Scratchpad:
             return row.as_value().word_select(index[:self.shift], 16).as_signed()
         return row[0]
 
-    def write(self, base, elements, rows) -> None:
+    def write(self, base, elements, rows, spans=()) -> None:
         """The write port's inputs from every writer, each selected by a registered flag of
         which at most one is raised: ``elements``, ``(select, enable, index, value)``, write
-        the 16-bit ``value`` at element ``base + index``; ``rows``, ``(select, enable, index,
-        values)``, the ``width`` int8 ``values`` at row ``base / width + index``. (An AND-OR of
-        the flags: the program counter's decode reaches none of it.)"""
+        the 16-bit ``value`` at element ``base + index``; ``spans`` likewise, ``values`` (a
+        power-of-two count that divides ``width``) at the consecutive elements from ``base +
+        index``, a multiple of their count; ``rows``, ``(select, enable, index, values)``, the
+        ``width`` int8 ``values`` at row ``base / width + index``. (An AND-OR of the flags: the
+        program counter's decode reaches none of it.)"""
         m, vw, shift = self.m, self.width, self.shift
         index, element, row_index = _pick(elements, 2), _pick(elements, 3), _pick(rows, 2)
+        if spans:
+            index = index | _pick(spans, 2)
         address = Signal(range(self.rows * vw), name="w_element")
         row_select = _any(select for select, *_ in rows)
         m.d.comb += address.eq(base + index)
         m.d.comb += self.w_addr.eq(Mux(row_select, (base >> shift) + row_index,
                                        address >> shift))
+        span_select = _any(select for select, *_ in spans)
         for k in range(vw):
             lane = 0
             for select, _enable, _index, values in rows:
                 lane = lane | Mux(select, values[k], 0)
-            m.d.comb += self.w_data[k].eq(Mux(row_select, lane, element))
+            if spans:
+                spanned = 0
+                for select, _enable, _index, values in spans:
+                    spanned = spanned | Mux(select, values[k % len(values)], 0)
+                element_k = Mux(span_select, spanned, element)
+            else:
+                element_k = element
+            m.d.comb += self.w_data[k].eq(Mux(row_select, lane, element_k))
         lane_bit = Const(1, vw) << address[:shift] if shift else Const(1, 1)
         element_en = _any(select & enable for select, enable, *_ in elements)
         row_en = _any(select & enable for select, enable, *_ in rows)
-        m.d.comb += self.w_en.eq(Mux(row_en, Const((1 << vw) - 1, vw),
-                                     Mux(element_en, lane_bit, 0)))
+        written = Mux(element_en, lane_bit, 0)
+        for select, enable, _index, values in spans:
+            n = len(values)
+            if n == vw:
+                mask = Const((1 << vw) - 1, vw)
+            else:  # the span's group of ``n`` lanes within the row
+                low = n.bit_length() - 1
+                group = Const(1, vw // n) << address[low:shift]
+                mask = Cat(*(bit.replicate(n) for bit in group))
+            written = Mux(select & enable, mask, written)
+        m.d.comb += self.w_en.eq(Mux(row_en, Const((1 << vw) - 1, vw), written))
 
     def low_bytes(self, row):
         """The int8 elements of a scratchpad ``row``, packed."""
@@ -265,6 +286,10 @@ class Sequencer:
             m.d.sync += [self.i.eq(0), self.j.eq(0), self.k.eq(0), self.padding.eq(0)]
         self._embed_pipeline()
 
+    def param_entry(self, index: int):
+        """Entry ``index`` of the parameter buffer's beat."""
+        return self.param.data if self.p.param_width == 1 else self.param.data[index]
+
     @property
     def silu_index(self):
         """The SiLU table's entry this cycle: it may take one in its first (``fresh``)."""
@@ -392,13 +417,16 @@ class Sequencer:
         # RAM's output has most of a cycle's time spent before it): only valid and ready
         # follow the operator
         norm, swiglu = self.units.norm, self.units.swiglu
+        entry, g = self.param_entry(0), self.p.param_width
+        gains = [(norm.gain.payload, param.data)] if g == 1 else \
+            [(norm.gain.payload[t], param.data[t]) for t in range(g)]
         m.d.comb += [mvu.weights.payload.eq(w.data),
-                     mvu.rowparam.payload.bias.eq(param.data.value),
-                     mvu.rowparam.payload.mult.eq(param.data.mult),
-                     mvu.rowparam.payload.shift.eq(param.data.shift),
-                     norm.gain.payload.mult.eq(param.data.mult),
-                     norm.gain.payload.shift.eq(param.data.shift),
-                     swiglu.table.payload.value.eq(param.data.value[:16])]
+                     mvu.rowparam.payload.bias.eq(entry.value),
+                     mvu.rowparam.payload.mult.eq(entry.mult),
+                     mvu.rowparam.payload.shift.eq(entry.shift),
+                     *(x for gain, e in gains for x in (gain.mult.eq(e.mult),
+                                                         gain.shift.eq(e.shift))),
+                     swiglu.table.payload.value.eq(entry.value[:16])]
         m.d.comb += [mvu.weights.valid.eq(self.streaming & w.valid),
                      mvu.rowparam.valid.eq(self.streaming & param.valid)]
         # the results: to the sampler, added to the residual, through SwiGLU with the gate
@@ -536,7 +564,8 @@ class Sequencer:
         m, w, param = self.m, self.w, self.param
         phase, have, lane, i = self.phase, self.have, self.lane, self.i
         with m.If(equals(phase, 0) & param.valid):  # the row's multiplier (``embed_param``)
-            m.d.sync += [self.p_mult.eq(param.data.mult), self.p_shift.eq(param.data.shift),
+            entry = self.param_entry(0)
+            m.d.sync += [self.p_mult.eq(entry.mult), self.p_shift.eq(entry.shift),
                          *self._enter("embed_row", 1, leave="embed_param")]
         with m.If(equals(phase, 1)):
             with m.If(~have & w.valid):  # ``embed_row``: the beat taken (:meth:`feeds`)
@@ -558,7 +587,7 @@ class Sequencer:
             m.d.sync += self._enter("feed_norm", 1, leave="cmd_norm")
         # rows in from the reader (``feed_norm``), ``j`` counts elements out
         with m.If(equals(phase, 1) & norm.y.valid):
-            m.d.sync += j.eq(j + 1)
+            m.d.sync += j.eq(j + self.p.param_width)
             with m.If(norm.y.payload.last):
                 self.next_op(op)
 
@@ -620,9 +649,12 @@ class Sequencer:
         reader, value = sp.reader1, u.mvu.out.payload.value
         total = Signal(signed(18))
         m.d.comb += total.eq(sp.element(reader.row, j) + value)
+        # the norm's results: an element a cycle, or ``param_width`` (a span of a row)
+        norm = (f["feed_norm"], u.norm.y.valid, j, u.norm.y.payload.value)
+        wide = self.p.param_width > 1
         sp.write(self.w_base, [
             (f["embedding"], self.embed_stored, self.embed_index, self.embed_value),
-            (f["feed_norm"], u.norm.y.valid, j, u.norm.y.payload.value),
+            *([] if wide else [norm]),
             (sink[Sink.STORE], u.mvu.out.valid, j, value[:16]),
             (sink[Sink.ADD], u.mvu.out.valid & reader.valid, j, saturate(m, total, 16)),
             (sink[Sink.SWIGLU], u.swiglu.y.valid, self.k, u.swiglu.y.payload.value),
@@ -630,7 +662,7 @@ class Sequencer:
             (f["feed_rope"], u.rope.y.valid, j, u.rope.y.payload.value),
             (f["draining"], u.att.out.valid, self.head * self.head_rows + j,
              u.att.out.payload.value),
-        ])
+        ], [norm] if wide else [])
 
     def rope(self, op: Operator) -> None:  # in place, a scratchpad row a beat
         m, rope = self.m, self.units.rope

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from amaranth.back import verilog
-from amaranth.hdl import Shape
+from amaranth.hdl import Shape, UnusedElaboratable
 from amaranth.lib import wiring
 
 from heteroreason.rtl.decoder.attention import Attention
@@ -77,7 +79,8 @@ TOPS: dict[str, TopSpec] = {
                            "KVMU and input MUX wired together"),
     "mvu": TopSpec(MatVecUnit, {"lanes": 8, "max_beats": 8, "max_rows": 64, "rows_per_beat": 1},
                    "matrix-vector unit of the decoder"),
-    "rmsnorm": TopSpec(RmsNorm, {"max_length": 64, "width": 1}, "RMSNorm unit of the decoder"),
+    "rmsnorm": TopSpec(RmsNorm, {"max_length": 64, "width": 1, "gains": 1},
+                       "RMSNorm unit of the decoder"),
     "rope": TopSpec(
         lambda *, preset, seed, max_position, width: Rope(
             head_dim=seeded_model(preset, seed).config.head_dim,
@@ -181,7 +184,8 @@ def parse_params(top: str, assignments: Iterable[str]) -> dict[str, int | str]:
 # limits, far beyond them): datapath widths up to four times the widest design any board holds
 # (896 MACs), token ids up to 32 bits, every other size up to 2**20 (seeds are not sizes)
 WIDTH_LIMIT = 4096
-WIDTH_PARAMS = ("lanes", "stream_bytes", "vector_width", "width", "heads", "heads_parallel")
+WIDTH_PARAMS = ("lanes", "stream_bytes", "vector_width", "width", "heads", "heads_parallel",
+                "gains", "param_width")
 TOKEN_BITS_LIMIT = 32
 SIZE_LIMIT = 2**20
 
@@ -206,10 +210,17 @@ def build_top(top: str, params: Mapping[str, int | str] | None = None) -> wiring
     if unknown:
         raise ExportError(f"unknown parameter(s) {', '.join(sorted(unknown))} for top {top!r}")
     check_limits(top, params)
-    try:
-        return spec.factory(**params)
-    except (TypeError, ValueError) as exc:
-        raise ExportError(f"top {top!r}: {exc}") from None
+    # a constructor that refuses its parameters may leave components half built (a front end's
+    # KVMU before its MUX refused); they are collected here, without Amaranth's warning that
+    # they were never elaborated, rather than warn in whatever code runs when the collector does
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        try:
+            return spec.factory(**params)
+        except (TypeError, ValueError) as exc:
+            message = f"top {top!r}: {exc}"
+        gc.collect()
+    raise ExportError(message)
 
 
 def verilog_text(top: str, params: Mapping[str, int | str] | None = None) -> str:

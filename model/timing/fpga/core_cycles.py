@@ -5,15 +5,15 @@ operator by operator as the RTL runs them, with constants fitted from RTL simula
 One token is the RTL's operator table (:data:`heteroreason.rtl.decoder.operators.OPERATORS`) —
 embedding; per layer norm, q/k/v, RoPE of q and k, KV write, attention, o, norm, gate, SiLU table,
 up (with SwiGLU), down; final norm; LM head when the logits are kept — each with the cycles its unit
-needs (scratchpad rows of ``vector_width`` elements on the vector paths, one a cycle where each
-element needs its own parameter, rows x beats, the attention unit's own job cycles, ...) plus a
-fitted per-operator overhead. The weight stream is modelled as the RTL has it: after the request
-latency it delivers ``stream_beats_per_cycle`` stream beats a cycle (one where the board's memory
-keeps up, less where its HBM ports cannot: :mod:`~heteroreason.model.timing.fpga.hbm`) into a
-prefetch buffer (``weight_buffer`` matrix-vector beats) until the buffer is full; a matrix-vector
-operator takes ``lanes // stream_bytes`` stream beats a cycle while the buffer has them, and waits
-on the stream when it does not. So the model is
-stream-bound or compute-bound exactly where the RTL is.
+needs (scratchpad rows of ``vector_width`` elements on the vector paths, ``param_width`` a cycle
+where each element needs its own parameter, rows x beats, the attention unit's own job cycles,
+...) plus a fitted per-operator overhead. The weight stream is modelled as the RTL has it:
+after the request latency it delivers ``stream_beats_per_cycle`` stream beats a cycle (one
+where the board's memory keeps up, less where its HBM ports cannot:
+:mod:`~heteroreason.model.timing.fpga.hbm`) into a prefetch buffer (``weight_buffer``
+matrix-vector beats) until the buffer is full; a matrix-vector operator takes ``lanes //
+stream_bytes`` stream beats a cycle while the buffer has them, and waits on the stream when it
+does not. So the model is stream-bound or compute-bound exactly where the RTL is.
 
 All times are cycles; :meth:`CoreTiming.token_cycles` is the one entry point, and
 :func:`cycles_to_ms` turns cycles into milliseconds at a clock.
@@ -123,9 +123,10 @@ class CoreTiming:
             return c.hidden + beats(c.hidden) + EMBED_LATENCY + o.embed, 0
         if op.unit is Unit.NORM:
             # rows in, the last squares summed, the division, the reciprocal square root, the
-            # elements issued, the last one through the output pipeline
+            # elements issued ``param_width`` a cycle, the last ones through the output pipeline
             return (READ_LATENCY + c.hidden // v + square_latency(v) + 1 + NORM_DIVIDER_CYCLES
-                    + NORM_SCALE_CYCLES + c.hidden + NORM_EMIT_LATENCY + o.norm), 0
+                    + NORM_SCALE_CYCLES + c.hidden // p.param_width + NORM_EMIT_LATENCY
+                    + o.norm), 0
         if op.unit is Unit.ROPE:
             # each head in, then out; the last head's rotations leave the unit's pipeline
             return READ_LATENCY + 2 * getattr(c, op.heads) * hd // v + o.rope + ROPE_LATENCY, 0

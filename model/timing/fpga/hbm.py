@@ -37,6 +37,13 @@ __all__ = ["HBM_SPECS", "HbmError", "HbmSpec", "MemoryPlan", "PortPlan", "plan_m
 PARAM_BEAT_BYTES = -(-PARAM_LAYOUT.size // 8)
 
 
+def param_beat_bytes(param_width: int) -> int:
+    """Bytes of a parameter beat of ``param_width`` entries of the core's ``PARAM_LAYOUT``."""
+    if isinstance(param_width, bool) or not isinstance(param_width, int) or param_width <= 0:
+        raise HbmError(f"param_width must be a positive integer, not {param_width!r}")
+    return -(-param_width * PARAM_LAYOUT.size // 8)
+
+
 class HbmError(ValueError):
     """A memory plan the board cannot provide (the message names the parameter and the
     allowed values)."""
@@ -218,12 +225,13 @@ class MemoryPlan:
             f" ({self.ports_used} of {self.hbm.ports} ports)"
 
 
-def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int) -> list[PortPlan]:
+def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int,
+                    param_width: int) -> list[PortPlan]:
     """The ports of the parameter stream and the key and value rows, each at a beat a cycle."""
     if isinstance(kv_row_bytes, bool) or not isinstance(kv_row_bytes, int) or kv_row_bytes < 0:
         raise HbmError(f"kv_row_bytes must be an integer >= 0, not {kv_row_bytes!r}")
     left = hbm.ports
-    narrow = [("params", PARAM_BEAT_BYTES)]
+    narrow = [("params", param_beat_bytes(param_width))]
     if kv_row_bytes:
         narrow += [("k_rows", kv_row_bytes), ("v_rows", kv_row_bytes)]
     streams = []
@@ -237,23 +245,25 @@ def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int) -> list[Po
     return streams
 
 
-def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_bytes: int = 0
-                ) -> MemoryPlan:
-    """The ports of the parameter stream, the key and value rows (``kv_row_bytes`` a beat
-    each, 0: the KV cache is on chip) and the weight stream (``stream_bytes`` a beat) at
-    ``clock_hz``. The narrow streams must sustain a beat a cycle; the weights take what
-    ports are left (the fewest that sustain a beat a cycle, or the best split of them all)."""
-    streams = _narrow_streams(hbm, clock_hz, kv_row_bytes)
+def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_bytes: int = 0,
+                param_width: int = 1) -> MemoryPlan:
+    """The ports of the parameter stream (``param_width`` entries a beat), the key and value
+    rows (``kv_row_bytes`` a beat each, 0: the KV cache is on chip) and the weight stream
+    (``stream_bytes`` a beat) at ``clock_hz``. The narrow streams must sustain a beat a cycle;
+    the weights take what ports are left (the fewest that sustain a beat a cycle, or the best
+    split of them all)."""
+    streams = _narrow_streams(hbm, clock_hz, kv_row_bytes, param_width)
     left = hbm.ports - sum(s.ports for s in streams)
     streams.append(plan_stream(hbm, "weights", stream_bytes, clock_hz, left))
     return MemoryPlan(hbm, clock_hz, tuple(streams))
 
 
-def weight_ceiling_bytes_per_s(hbm: HbmSpec, clock_hz: float, *, kv_row_bytes: int = 0
-                               ) -> float:
+def weight_ceiling_bytes_per_s(hbm: HbmSpec, clock_hz: float, *, kv_row_bytes: int = 0,
+                               param_width: int = 1) -> float:
     """The most a weight stream of any width sustains at ``clock_hz`` on the ports the narrow
     streams leave (:func:`plan_memory`'s split): those ports at the widest width."""
-    left = hbm.ports - sum(s.ports for s in _narrow_streams(hbm, clock_hz, kv_row_bytes))
+    left = hbm.ports - sum(s.ports for s in _narrow_streams(hbm, clock_hz, kv_row_bytes,
+                                                            param_width))
     return left * hbm.port_bytes_per_s(max(hbm.port_bits), clock_hz)
 
 

@@ -125,8 +125,10 @@ def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
     """Resources of a DraftEngine for ``config`` with ``params`` (see the module docstring)."""
     hd, hp, v = config.head_dim, params.heads_parallel, params.vector_width
     # MVU lanes; score and value products; per extra vector lane a squarer (RMSNorm), a phase
-    # and two rotation products (RoPE), and an output requantizer (attention, ~4 slices)
-    multipliers = params.lanes + 2 * hp * hd + 8 * (v - 1)
+    # and two rotation products (RoPE), and an output requantizer (attention, ~4 slices); per
+    # extra RMSNorm gain lane its two scaling products and its requantizer: 8 slices (the
+    # 896-element norm synthesized at 1, 16 and 32 gains: 40, 160 and 288 DSPs)
+    multipliers = params.lanes + 2 * hp * hd + 8 * (v - 1) + 8 * (params.param_width - 1)
     # coefficients from two syntheses (Yosys synth_xilinx, UltraScale+): the test-small engine
     # (16 MACs, 4 heads of 16: LUT 20,179, DSP 199, BRAM18K 78) and the 896-lane MVU alone
     # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). Yosys
@@ -163,12 +165,14 @@ def _committed_calibration():
 def memory_plan(config: Qwen2Config, board: FpgaBoard, params: DecoderParams) -> MemoryPlan:
     """How ``params``'s streams use the board's HBM ports (:func:`.hbm.plan_memory`)."""
     return _memory_plan(board, params.stream_bytes,
-                        config.head_dim if params.external_kv else 0)
+                        config.head_dim if params.external_kv else 0, params.param_width)
 
 
 @functools.cache
-def _memory_plan(board: FpgaBoard, stream_bytes: int, kv_row_bytes: int) -> MemoryPlan:
-    return plan_memory(board.hbm, board.clock_hz, stream_bytes, kv_row_bytes=kv_row_bytes)
+def _memory_plan(board: FpgaBoard, stream_bytes: int, kv_row_bytes: int,
+                 param_width: int) -> MemoryPlan:
+    return plan_memory(board.hbm, board.clock_hz, stream_bytes, kv_row_bytes=kv_row_bytes,
+                       param_width=param_width)
 
 
 def core_timing(config: Qwen2Config, board: FpgaBoard, params: DecoderParams,
@@ -189,11 +193,13 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> Decode
     for lanes in _divisors(config.hidden):
         if lanes < 32:
             continue
-        for stream_bytes, v, buffer in itertools.product(_divisors(lanes), widths, (512, 4096)):
-            if stream_bytes < lanes // 4 or lanes % v:
+        for stream_bytes, v, buffer, gains in itertools.product(_divisors(lanes), widths,
+                                                                (512, 4096), widths):
+            if stream_bytes < lanes // 4 or lanes % v or v % gains:
                 continue
             params = DecoderParams(lanes, stream_bytes, heads_parallel=group,
-                                   weight_buffer=buffer, vector_width=v, external_kv=True)
+                                   weight_buffer=buffer, vector_width=v, param_width=gains,
+                                   external_kv=True)
             resources = estimate_resources(config, params)
             if not resources.fits(board.resources):
                 continue

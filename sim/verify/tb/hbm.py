@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from heteroreason.model.timing.fpga.hbm import slice_bytes
+from heteroreason.rtl.decoder.core import PARAM_LAYOUT
 from heteroreason.rtl.decoder.decode_schedule import DecodeSchedule
 from heteroreason.sim.verify.tb.streams import Payload
 
@@ -32,10 +33,15 @@ def packed_weight_beats(schedule: DecodeSchedule, stream_bytes: int) -> list[int
 
 
 def packed_param_beats(schedule: DecodeSchedule) -> list[int]:
-    """The parameter image as flat port values of ``PARAM_LAYOUT`` (value, mult, shift)."""
+    """The parameter image as flat port values: ``param_width`` entries of ``PARAM_LAYOUT``
+    (value, mult, shift), entry 0 in the low bits."""
     out = []
-    for value, mult, shift in schedule.param_image.tolist():
-        out.append((value & 0xFFFF_FFFF) | (mult << 32) | (shift << 63))
+    for beat in schedule.param_image.tolist():
+        word = 0
+        for k, (value, mult, shift) in enumerate(beat):
+            entry = (value & 0xFFFF_FFFF) | (mult << 32) | (shift << 63)
+            word |= entry << (PARAM_LAYOUT.size * k)
+        out.append(word)
     return out
 
 

@@ -13,7 +13,9 @@ after its last handshake (+20 cycles a token on the U280 design: the last digit 
 target were fitted on the measured step profiles (every figure), and when the MVU's adder
 tree and the attention's maximum gained a register (+1 cycle a row's result, +1 a score) and
 the generator's profiles became the full sets' statistics in step semantics (every bundled
-figure);
+figure), and when the RMSNorm emitted several results a cycle (the U280 design's 16 gains a
+parameter beat: every ``rtl-u280-300`` figure; the calibration gained a gains column and
+points at 2 and 8 gains);
 the bundled tables when generated problems began to
 end at the PRM's context (OlympiadBench and the Gaokao and OlympiadBench traces without
 backtracking changed). A change of any figure fails here; an intended one
@@ -78,14 +80,14 @@ def test_calibration_report_is_unchanged():
     """The committed calibration's points (the RTL cycles the timing model was fitted on and
     held out against) and its held-out errors, as before the restructuring."""
     calibration = load_calibration()
-    rows = ["set,preset,lanes,stream_bytes,heads_parallel,vector_width,weight_buffer,"
-            "memory_latency_cycles,external_kv,position,rtl_cycles,model_error"]
+    rows = ["set,preset,lanes,stream_bytes,heads_parallel,vector_width,param_width,"
+            "weight_buffer,memory_latency_cycles,external_kv,position,rtl_cycles,model_error"]
     for part, points in (("train", calibration.train), ("held_out", calibration.held_out)):
         for p in points:
             q = p.params
             error = round(p.error(calibration.overheads), 6) if part == "held_out" else ""
             rows.append(",".join(map(str, [
                 part, p.preset, q.lanes, q.stream_bytes, q.heads_parallel, q.vector_width,
-                q.weight_buffer, p.memory_latency_cycles, int(q.external_kv), p.position,
-                p.cycles, error])))
+                q.param_width, q.weight_buffer, p.memory_latency_cycles, int(q.external_kv),
+                p.position, p.cycles, error])))
     assert "\n".join(rows) + "\n" == (GOLDEN / "calibration.csv").read_text()

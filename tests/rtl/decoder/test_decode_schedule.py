@@ -23,8 +23,8 @@ def test_regions_reproduce_the_model(model, lanes):
     rows = sched.weight_image[q.start:q.start + q.count].reshape(c.q_dim, -1)
     np.testing.assert_array_equal(rows[:, :c.hidden], model.layers[1].q_w)
     params = sched.regions["layer1.q_proj.params"]
-    np.testing.assert_array_equal(sched.param_image[params.start:params.start + params.count, 0],
-                                  model.layers[1].q_b)
+    np.testing.assert_array_equal(
+        sched.param_image[params.start:params.start + params.count, 0, 0], model.layers[1].q_b)
     down = sched.regions["layer0.down_proj"]
     rows = sched.weight_image[down.start:down.start + down.count].reshape(c.hidden, -1)
     np.testing.assert_array_equal(rows[:, :c.ffn], model.layers[0].down_w)
@@ -47,11 +47,43 @@ def test_order_and_counts(model):
     assert sched.weight_beats_per_token(keep_logits=False) * 8 == c.layers * per_layer + c.hidden
 
 
+@pytest.mark.parametrize("param_width", [2, 8])
+def test_parameter_beats_of_several_entries(model, param_width):
+    """A norm's gains fill a beat, channel ``b * param_width + e`` in entry ``e`` of beat ``b``;
+    every other region's entry is a beat's first, the rest zeros; the regions keep their
+    order."""
+    narrow = decode_schedule(model, lanes=8)
+    wide = decode_schedule(model, lanes=8, param_width=param_width)
+    assert wide.param_width == param_width and narrow.param_width == 1
+    np.testing.assert_array_equal(wide.weight_image, narrow.weight_image)
+    c = model.config
+    for name, region in narrow.regions.items():
+        if region.kind == "weights":
+            continue
+        got = wide.regions[name]
+        entries = narrow.param_image[region.start:region.start + region.count, 0]
+        beats = wide.param_image[got.start:got.start + got.count]
+        if "norm" in name:  # norm1, norm2, final_norm: the gains, packed
+            assert got.count * param_width == region.count == c.hidden
+            np.testing.assert_array_equal(beats.reshape(-1, 3), entries)
+        else:
+            assert got.count == region.count
+            np.testing.assert_array_equal(beats[:, 0], entries)
+            assert not beats[:, 1:].any()
+    assert [r.name for r in wide.token_regions(3, keep_logits=True)] == \
+        [r.name for r in narrow.token_regions(3, keep_logits=True)]
+    assert narrow.param_beats_per_token() - wide.param_beats_per_token() == \
+        (2 * c.layers + 1) * (c.hidden - c.hidden // param_width)
+
+
 def test_bad_arguments(model):
     with pytest.raises(ValueError, match=r"^lanes \(24\) must divide the hidden size \(64\) so "
                                          r"that embedding rows stream whole$"):
         decode_schedule(model, lanes=24)
     with pytest.raises(ValueError, match=r"^lanes must be a positive integer, not 0$"):
         decode_schedule(model, lanes=0)
+    with pytest.raises(ValueError, match=r"^param_width must be a positive integer that divides "
+                                         r"the hidden size \(64\), not 3$"):
+        decode_schedule(model, lanes=8, param_width=3)
     with pytest.raises(ValueError, match=r"^token id 256 is outside the vocabulary \[0, 256\)$"):
         decode_schedule(model, lanes=8).token_regions(256, keep_logits=True)

@@ -23,10 +23,12 @@ def random_vector(rng: np.random.Generator, max_length: int, width: int = 1):
     return r, eps_q, mult, shift, expected
 
 
-@pytest.mark.parametrize(("seed", "width"), [(1, 1), (2, 1), (3, 4), (4, 3)])
-def test_random_vectors_match_the_reference(seed, width):
+@pytest.mark.parametrize(("seed", "width", "gains"),
+                         [(1, 1, 1), (2, 1, 1), (3, 4, 1), (4, 3, 1), (5, 4, 2), (6, 4, 4),
+                          (7, 8, 2)])
+def test_random_vectors_match_the_reference(seed, width, gains):
     max_length = 48
-    dut = RmsNorm(max_length=max_length, width=width)
+    dut = RmsNorm(max_length=max_length, width=width, gains=gains)
     rng = np.random.default_rng(seed)
     gaps = random.Random(seed)
     jobs = [random_vector(rng, max_length, width) for _ in range(60)]
@@ -47,9 +49,16 @@ def test_random_vectors_match_the_reference(seed, width):
                 ctx.set(dut.x.valid, 1)
                 await ctx.tick().until(dut.x.ready)
             ctx.set(dut.x.valid, 0)
-            for mu, sh in zip(mult, shift, strict=True):
-                ctx.set(dut.gain.payload.mult, int(mu))
-                ctx.set(dut.gain.payload.shift, int(sh))
+            for k in range(0, r.size, gains):
+                while gaps.random() < 0.2:
+                    ctx.set(dut.gain.valid, 0)
+                    await ctx.tick()
+                entries = [dut.gain.payload] if gains == 1 else \
+                    [dut.gain.payload[e] for e in range(gains)]
+                for entry, mu, sh in zip(entries, mult[k:k + gains], shift[k:k + gains],
+                                         strict=True):
+                    ctx.set(entry.mult, int(mu))
+                    ctx.set(entry.shift, int(sh))
                 ctx.set(dut.gain.valid, 1)
                 await ctx.tick().until(dut.gain.ready)
             ctx.set(dut.gain.valid, 0)
@@ -62,8 +71,8 @@ def test_random_vectors_match_the_reference(seed, width):
                 _, _, valid, ready, value, last = await ctx.tick().sample(
                     dut.y.valid, dut.y.ready, dut.y.payload.value, dut.y.payload.last)
                 if valid and ready:
-                    got.append(int(value))
-                    assert bool(last) == (len(got) == r.size)
+                    got += [int(value)] if gains == 1 else [int(v) for v in value]
+                    assert bool(last) == (len(got) == r.size), f"seed={seed}"
             results.append(got)
 
     sim = Simulator(dut)
@@ -84,3 +93,7 @@ def test_parameters_are_validated():
         RmsNorm(max_length=8, width=0)
     with pytest.raises(ValueError, match=r"^width \(3\) must divide max_length \(8\)$"):
         RmsNorm(max_length=8, width=3)
+    for gains in (0, 3, 8):
+        with pytest.raises(ValueError, match=rf"^gains must be a power of two that divides width "
+                                             rf"\(4\), not {gains}$"):
+            RmsNorm(max_length=8, width=4, gains=gains)

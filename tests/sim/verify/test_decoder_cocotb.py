@@ -49,7 +49,7 @@ ENGINE_A = {"preset": "test-tiny", "seed": 1, "capacity": 128, "lanes": 32, "str
             "heads_parallel": 2, "weight_buffer": 256}
 ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 16, "stream_bytes": 16,
             "heads_parallel": 1, "weight_buffer": 32, "param_buffer": 16, "external_kv": 1,
-            "vector_width": 4}
+            "vector_width": 4, "param_width": 2}
 
 
 @pytest.mark.parametrize("name", [pytest.param("accept", marks=pytest.mark.slow), "reject",
@@ -109,6 +109,14 @@ def test_core_greedy_tokens():
              [5, 77, 130], 2, seed=3)
 
 
+def test_core_with_wide_parameter_beats():
+    """Four gains a parameter beat: the RMSNorm emits four results a cycle into a scratchpad
+    row's span, with stalls on the parameter stream too."""
+    run_core({"preset": "test-small", "seed": 4, "lanes": 16, "stream_bytes": 8,
+              "heads_parallel": 2, "weight_buffer": 64, "vector_width": 8, "param_width": 4},
+             STALLS, [9, 400, 17], 2, seed=7)
+
+
 @pytest.mark.slow
 def test_core_with_more_layers_than_the_0_5b():
     """26 layers: more operators than an 8-bit sequence counter holds."""
@@ -127,10 +135,12 @@ def test_core_with_the_kv_cache_in_memory():
 def test_full_size_layer_token():
     """One Qwen2.5-0.5B layer at full dimensions (hidden 896, FFN 4864, 14 heads, 2 KV heads,
     random int8 weights): a prompt token, then a decode token whose greedy sample equals the
-    reference's, on the design chosen for the U280 — 896 MACs and stream bytes, 7 heads in
-    parallel, 32 scratchpad elements a cycle, the KV cache in memory, HBM latency 90."""
+    reference's, on the design chosen for the U280 at 300 MHz — 896 MACs and stream bytes, 7
+    heads in parallel, 32 scratchpad elements a cycle, 16 RMSNorm gains a parameter beat, the
+    KV cache in memory, HBM latency 90."""
     run_core({"preset": "test-0.5b-layer", "seed": 1, "lanes": 896, "stream_bytes": 896,
-              "heads_parallel": 7, "weight_buffer": 512, "vector_width": 32, "external_kv": 1},
+              "heads_parallel": 7, "weight_buffer": 512, "vector_width": 32, "param_width": 16,
+              "external_kv": 1},
              Stimulus(latency=90), [5, 77], 0, seed=4, cxx_opt="-O0")
 
 

@@ -66,10 +66,30 @@ def test_vector_width_shortens_the_element_serial_operators():
     assert t1 - t8 > SMALL.layers * (2 * (h - h // 8) + SMALL.ffn * 7 // 8)
 
 
+def test_wide_parameter_beats_shorten_the_norm_only():
+    """``param_width`` gains a parameter beat: the norm emits that many results a cycle, and no
+    other operator changes."""
+    def operators(param_width):
+        params = DecoderParams(16, 8, 2, 256, vector_width=8, param_width=param_width)
+        return {name: cycles for name, cycles, _ in CoreTiming(SMALL, params).operators(100)}
+
+    one, four = operators(1), operators(4)
+    h = SMALL.hidden
+    assert {n for n in one if one[n] != four[n]} == {"input_norm", "post_attention_norm",
+                                                     "final_norm"}
+    assert one["final_norm"] - four["final_norm"] == h - h // 4
+
+
 def test_bad_parameters():
     with pytest.raises(ValueError, match=r"^vector_width must be a power of two that divides "
                                          r"lanes \(8\), not 3$"):
         DecoderParams(8, 8, vector_width=3)
+    for bad in (3, 8):
+        with pytest.raises(ValueError, match=rf"^param_width must be a power of two that divides "
+                                             rf"vector_width \(4\), not {bad}$"):
+            DecoderParams(8, 8, vector_width=4, param_width=bad)
+    with pytest.raises(ValueError, match=r"^param_width must be a positive integer, not 0$"):
+        DecoderParams(8, 8, param_width=0)
     with pytest.raises(ValueError, match=r"^vector_width \(16\) must divide the FFN size "
                                          r"\(384\) and half the head size \(8\)$"):
         CoreTiming(SMALL, DecoderParams(32, 32, vector_width=16))

@@ -102,6 +102,24 @@ def test_the_u280_at_300_mhz_needs_width_converters_for_the_896_byte_stream():
     assert (on_chip.ports, on_chip.port_bits, on_chip.clock_crossing) == (28, 256, False)
 
 
+def test_wide_parameter_beats_take_ports_from_the_weights():
+    """16 entries of 69 bits, 138 B a beat: five native ports (28 B each) where one carried a
+    9-byte beat, so the weights' ceiling loses four ports; 32 entries (276 B, nine ports) leave
+    the 896-byte stream 19 ports, below a beat a cycle at 300 MHz."""
+    plan = plan_memory(U280_HBM, 300e6, 896, kv_row_bytes=64, param_width=16)
+    params = plan.stream("params")
+    assert (params.beat_bytes, params.ports, params.port_bits) == (138, 5, 256)
+    assert plan.weight_beats_per_cycle == 1.0 and plan.ports_used == 30
+    per_port = U280_HBM.port_bytes_per_s(512, 300e6)
+    assert weight_ceiling_bytes_per_s(U280_HBM, 300e6, kv_row_bytes=64, param_width=16) == \
+        pytest.approx(23 * per_port)
+    widest = plan_memory(U280_HBM, 300e6, 896, kv_row_bytes=64, param_width=32)
+    assert widest.stream("params").ports == 9 and widest.stream("weights").ports == 19
+    assert widest.weight_beats_per_cycle == pytest.approx(per_port / (48 * 300e6))
+    with pytest.raises(HbmError, match="param_width must be a positive integer, not 0"):
+        plan_memory(U280_HBM, 300e6, 896, param_width=0)
+
+
 def test_a_stream_wider_than_the_memory_runs_below_a_beat_a_cycle():
     plan = plan_memory(U280_HBM, 300e6, 1536, kv_row_bytes=64)
     rate = plan.weight_beats_per_cycle
