@@ -2,12 +2,12 @@
 plan that splits the decoder's streams over those ports.
 
 The decoder reads four streams from HBM: the weights (``stream_bytes`` a cycle, all the time a
-matrix-vector operator runs), the row parameters (a 9-byte beat of the core's ``PARAM_LAYOUT``
-per matrix row), and, with the KV cache in memory, the attention's key and value rows
-(``head_dim`` bytes a cycle each, one pass at a time). Each stream is split byte-wise over
-ports of its own: a beat of ``B`` bytes over ``P`` ports puts at most ``ceil(B / P)`` bytes on
-each, and a beat is whole when every port's slice has arrived, so the stream sustains the rate
-of its most loaded port.
+matrix-vector operator runs), the parameters (beats of ``param_width`` entries of the core's
+69-bit ``PARAM_LAYOUT``: a row's, or a norm's gains), and, with the KV cache in memory, the
+attention's key and value rows (``head_dim`` bytes a cycle each, one pass at a time). Each
+stream is split byte-wise over ports of its own: a beat of ``B`` bytes over ``P`` ports puts at
+most ``ceil(B / P)`` bytes on each, and a beat is whole when every port's slice has arrived, so
+the stream sustains the rate of its most loaded port.
 
 A port of ``w`` bits at the kernel clock ``f`` carries at most ``w / 8 * f`` bytes a second,
 and its pseudo-channel at most its achievable bandwidth (the data sheet's figure times the
@@ -29,14 +29,11 @@ from dataclasses import dataclass
 
 from heteroreason.rtl.decoder.core import PARAM_LAYOUT
 
-__all__ = ["HBM_SPECS", "HbmError", "HbmSpec", "MemoryPlan", "PortPlan", "plan_memory",
-           "plan_stream", "roofline_bytes_per_s", "slice_bytes",
+__all__ = ["HBM_SPECS", "HbmError", "HbmSpec", "MemoryPlan", "PortPlan", "param_beat_bytes",
+           "plan_memory", "plan_stream", "roofline_bytes_per_s", "slice_bytes",
            "weight_ceiling_bytes_per_s"]
 
 # a row's bias, multiplier and shift: the bytes of the core's parameter port
-PARAM_BEAT_BYTES = -(-PARAM_LAYOUT.size // 8)
-
-
 def param_beat_bytes(param_width: int) -> int:
     """Bytes of a parameter beat of ``param_width`` entries of the core's ``PARAM_LAYOUT``."""
     if isinstance(param_width, bool) or not isinstance(param_width, int) or param_width <= 0:

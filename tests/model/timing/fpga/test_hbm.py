@@ -10,11 +10,11 @@ from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_ca
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
 from heteroreason.model.timing.fpga.hbm import (
     HBM_SPECS,
-    PARAM_BEAT_BYTES,
     U280_HBM,
     V80_HBM,
     HbmError,
     HbmSpec,
+    param_beat_bytes,
     plan_memory,
     plan_stream,
     roofline_bytes_per_s,
@@ -133,7 +133,7 @@ def test_a_stream_wider_than_the_memory_runs_below_a_beat_a_cycle():
 
 def test_plans_refuse_what_the_board_cannot_provide():
     # a parameter beat is the core's PARAM_LAYOUT, 69 bits: 9 bytes
-    assert PARAM_BEAT_BYTES == 9
+    assert param_beat_bytes(1) == 9 and param_beat_bytes(16) == 138
     tiny = HbmSpec("tiny", 2, 1e9, 1.0, 1, (128,), 0.0, 2**30, "test", "test")
     with pytest.raises(HbmError, match="v_rows: no HBM port left for it"):
         plan_memory(tiny, 100e6, 8, kv_row_bytes=8)
