@@ -33,10 +33,12 @@ CONFIGS: dict[str, tuple[str, DecoderParams]] = {
     "tiny": ("test-tiny", DecoderParams(16, 8, heads_parallel=2, weight_buffer=1024)),
     "0.5b-layer": ("test-0.5b-layer", DecoderParams(128, 64, heads_parallel=7,
                                                     weight_buffer=2048)),
-    # the design chosen for the U280 (KV cache in HBM, 32 scratchpad elements a cycle)
-    "0.5b-layer-u280": ("test-0.5b-layer", DecoderParams(896, 896, heads_parallel=7,
-                                                         weight_buffer=512, external_kv=True,
-                                                         vector_width=32)),
+    # the design chosen for the U280 at 300 MHz (four rows of 448 a 1,792-byte beat, KV cache
+    # in HBM, 32 scratchpad elements a cycle, 4 entries a parameter beat)
+    "0.5b-layer-u280": ("test-0.5b-layer", DecoderParams(448, 1792, heads_parallel=7,
+                                                         weight_buffer=4096, external_kv=True,
+                                                         vector_width=32, param_width=4,
+                                                         rows_per_beat=4)),
 }
 
 
@@ -94,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.monotonic() - start
         for t in tokens:
             idle = t.cycles - t.stream_beats
-            rows.append([name, preset, params.lanes, params.stream_bytes, t.position, t.cycles,
+            rows.append([name, preset, params.beat_bytes, params.stream_bytes, t.position,
+                         t.cycles,
                          t.stream_beats, f"{100 * t.stream_beats / t.cycles:.1f}",
                          t.buffer_full, idle - t.buffer_full,
                          f"{t.cycles / t.sim_seconds:,.0f}"])

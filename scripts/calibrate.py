@@ -50,15 +50,16 @@ def report(rows_in, overheads) -> tuple[list[list], float]:
         if kind == "held out" or kind == "check":
             worst = max(worst, abs(error))
         q = p.params
-        rows.append([kind, p.preset, q.lanes, q.stream_bytes, q.heads_parallel, q.vector_width,
-                     q.param_width, q.weight_buffer, p.memory_latency_cycles,
+        rows.append([kind, p.preset, q.beat_bytes, q.stream_bytes, q.heads_parallel,
+                     q.vector_width, q.param_width, q.rows_per_beat, q.weight_buffer,
+                     p.memory_latency_cycles,
                      "yes" if q.external_kv else "no", p.position, p.cycles, f"{model:.0f}",
                      f"{100 * error:+.2f}"])
     return rows, worst
 
 
-HEADERS = ["set", "preset", "MACs", "stream B", "heads ||", "vector", "gains", "buffer", "latency",
-           "ext KV", "position", "RTL cycles", "model cycles", "error %"]
+HEADERS = ["set", "preset", "MACs", "stream B", "heads ||", "vector", "gains", "rows/beat",
+           "buffer", "latency", "ext KV", "position", "RTL cycles", "model cycles", "error %"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         board = BOARDS[b]
         need = estimate_resources(config, params)
         have = board.resources
-        rows.append([b, f"{board.clock_hz / 1e6:.0f}", params.lanes, params.stream_bytes,
-                     params.heads_parallel, params.vector_width, params.param_width,
-                     params.weight_buffer,
+        rows.append([b, f"{board.clock_hz / 1e6:.0f}", params.beat_bytes, params.rows_per_beat,
+                     params.stream_bytes, params.heads_parallel, params.vector_width,
+                     params.param_width, params.weight_buffer,
                      f"{need.lut:,}/{have.lut:,}",
                      f"{need.dsp:,}/{have.dsp:,}", f"{need.bram18k:,}/{have.bram18k:,}",
                      "yes" if need.fits(have) else "NO"])
-    print(format_table(["board", "MHz", "MACs/cycle", "stream B/cycle", "heads ||",
+    print(format_table(["board", "MHz", "MACs/cycle", "rows/beat", "stream B/cycle", "heads ||",
                         "vector width", "gains/beat", "weight buffer", "LUT", "DSP", "BRAM18K",
                         "fits"], rows))
     print("HBM (model/timing/fpga/hbm.py): the roofline below is what every port together "

@@ -180,9 +180,11 @@ def config_sources(config: SystemConfig) -> list[tuple[str, str, str, str, str]]
     rows = []
     for role, t in (("draft (GPU)", config.draft_gpu), ("draft (FPGA)", config.fpga),
                     ("PRM", config.prm), ("target", config.target)):
+        floor = f" (at least {t.decode_floor_ms_per_token:g} ms/token)" \
+            if t.decode_floor_ms_per_token else ""
         figures = (f"decode {t.decode_call_ms:g} ms/call + {t.decode_ms_per_token:g} ms/token "
-                   f"+ {t.decode_ms_per_kv_token:g} ms/KV token; prefill {t.prefill_call_ms:g} "
-                   f"ms/call + {t.prefill_ms_per_token:g} ms/token")
+                   f"+ {t.decode_ms_per_kv_token:g} ms/KV token{floor}; prefill "
+                   f"{t.prefill_call_ms:g} ms/call + {t.prefill_ms_per_token:g} ms/token")
         rows.append((config.name, role, t.name, figures, t.source or "(none recorded)"))
     link = config.link
     rows.append((config.name, "link", link.name,

@@ -11,6 +11,11 @@ A :class:`LlmTiming` prices the three operations the scheduler needs, in millise
 * ``ingest_ms(n, kv)``: tokens processed without sampling (shadow synchronisation); priced as
   decoding unless ``ingest_ms_per_token`` is given.
 
+A token's decode (ingest) term is at least ``decode_floor_ms_per_token``
+(``ingest_floor_ms_per_token``): a design bound by its weight stream at short contexts costs
+the same per token until its attention grows past it, then rises along the line (0, the
+default: no floor).
+
 Presets (docs/design.md §8) are named ``<config>/<role>``: roles ``draft`` (the 0.5B draft on a
 GPU), ``prm`` and ``target`` for Config1 (7B target) and Config2 (1.5B target) on RTX 3090s, and the
 FPGA draft of the artifact's simulator (``fpga/artifact-u280``, ``fpga/artifact-u280-config2``,
@@ -39,10 +44,13 @@ class LlmTiming:
     prefill_call_ms: float = 0.0
     ingest_ms_per_token: float | None = None
     source: str = ""
+    decode_floor_ms_per_token: float = 0.0
+    ingest_floor_ms_per_token: float = 0.0
 
     def __post_init__(self):
         for key in ("decode_ms_per_token", "decode_ms_per_kv_token", "decode_call_ms",
-                    "prefill_ms_per_token", "prefill_call_ms"):
+                    "prefill_ms_per_token", "prefill_call_ms", "decode_floor_ms_per_token",
+                    "ingest_floor_ms_per_token"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value < 0:
@@ -63,23 +71,36 @@ class LlmTiming:
         _check_count("kv_start", kv_start)
         if tokens == 0:
             return 0.0
-        return (self.decode_call_ms + self.decode_ms_per_token * tokens
-                + self.decode_ms_per_kv_token * _kv_sum(tokens, kv_start))
+        a, b = self.decode_ms_per_token, self.decode_ms_per_kv_token
+        low = _below_floor(tokens, kv_start, a, b, self.decode_floor_ms_per_token)
+        if not low:
+            return self.decode_call_ms + a * tokens + b * _kv_sum(tokens, kv_start)
+        return self.decode_call_ms + _floored(tokens, kv_start, a, b,
+                                              self.decode_floor_ms_per_token, low)
 
     def ingest_ms(self, tokens: int, kv_start: int) -> float:
         if self.ingest_ms_per_token is None:
             return self.decode_ms(tokens, kv_start)
         _check_count("tokens", tokens)
         _check_count("kv_start", kv_start)
-        return (self.ingest_ms_per_token * tokens
-                + self.decode_ms_per_kv_token * _kv_sum(tokens, kv_start))
+        a, b = self.ingest_ms_per_token, self.decode_ms_per_kv_token
+        low = _below_floor(tokens, kv_start, a, b, self.ingest_floor_ms_per_token)
+        if not low:
+            return a * tokens + b * _kv_sum(tokens, kv_start)
+        return _floored(tokens, kv_start, a, b, self.ingest_floor_ms_per_token, low)
 
     def token_ms(self, context: int) -> float:
         """One decode token after ``context`` cached tokens (it attends to ``context + 1``)."""
         return self.decode_ms(1, context)
 
+    @property
+    def base_decode_ms_per_token(self) -> float:
+        """A decode token's cost before any KV term: the floor where it binds."""
+        return max(self.decode_floor_ms_per_token, self.decode_ms_per_token)
+
     def tokens_per_s(self, kv: int = 0) -> float:
-        return 1000.0 / (self.decode_ms_per_token + self.decode_ms_per_kv_token * kv)
+        return 1000.0 / max(self.decode_floor_ms_per_token,
+                            self.decode_ms_per_token + self.decode_ms_per_kv_token * kv)
 
     def with_(self, **changes) -> LlmTiming:
         return replace(self, **changes)
@@ -87,6 +108,30 @@ class LlmTiming:
 
 def _kv_sum(tokens: int, kv_start: int) -> float:
     return tokens * kv_start + tokens * (tokens + 1) / 2
+
+
+def _below_floor(tokens: int, kv_start: int, per_token: float, per_kv: float,
+                 floor: float) -> int:
+    """How many of ``tokens`` tokens (the i-th, from 1, attending to ``kv_start + i``) cost
+    less than ``floor`` on the line ``per_token + per_kv * kv`` (the first ones)."""
+    if floor <= per_token + per_kv * (kv_start + 1):
+        return 0
+    if per_kv <= 0:
+        return tokens
+    # token i is below the floor while kv_start + i < (floor - per_token) / per_kv
+    low = min(tokens, max(0, math.ceil((floor - per_token) / per_kv - kv_start) - 1))
+    while low < tokens and per_token + per_kv * (kv_start + low + 1) < floor:
+        low += 1  # (a bound rounded at the edge)
+    while low > 0 and per_token + per_kv * (kv_start + low) >= floor:
+        low -= 1
+    return low
+
+
+def _floored(tokens: int, kv_start: int, per_token: float, per_kv: float, floor: float,
+             low: int) -> float:
+    """The sum of ``max(floor, line)`` over the tokens, the first ``low`` below the floor."""
+    return (floor * low + per_token * (tokens - low)
+            + per_kv * (_kv_sum(tokens, kv_start) - _kv_sum(low, kv_start)))
 
 
 def _check_count(name: str, value) -> None:

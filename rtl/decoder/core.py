@@ -52,10 +52,11 @@ class DecoderCore(wiring.Component):
     Weights and parameters are prefetched: as the token is taken, the core requests everything
     it will read, in :meth:`~heteroreason.rtl.decoder.decode_schedule.DecodeSchedule.
     fetch_plan` order (three requests on each of ``wreq`` and ``preq``), and the beats queue in
-    on-chip buffers (``weight_buffer`` beats of ``lanes`` bytes, ``param_buffer`` parameter
-    beats) while the operators that need no weights (norms, RoPE, attention, the KV write) run.
-    The weight stream is ``stream_bytes`` wide; a gearbox packs ``lanes // stream_bytes``
-    stream beats into one matrix-vector beat, so with ``lanes > stream_bytes`` the
+    on-chip buffers (``weight_buffer`` beats of ``lanes * rows_per_beat`` bytes,
+    ``param_buffer`` parameter beats) while the operators that need no weights (norms, RoPE,
+    attention, the KV write) run. The weight stream is ``stream_bytes`` wide; a gearbox packs
+    ``lanes * rows_per_beat // stream_bytes`` stream beats into one matrix-vector beat, so with
+    a beat wider than the stream the
     matrix-vector unit drains the buffer faster than memory fills it and the stream never waits
     on compute once the buffer covers the longest stretch without a matrix-vector product. Both
     buffers are read through a landing register and three output registers taken in turn
@@ -68,10 +69,12 @@ class DecoderCore(wiring.Component):
     other. The vector loads of the matrix-vector unit, the
     RMSNorm's input, RoPE, the KV write's gather, the attention's query gather and its outputs
     move ``vector_width`` elements a cycle; the RMSNorm's outputs ``param_width`` a cycle (each
-    needs its own gain, and a parameter beat holds ``param_width``); the embedding and the
-    matrix-vector results move one a cycle. The matrix-vector unit runs at
-    ``lanes`` MACs per cycle (reusing its vector buffer for k/v after q and up after gate;
-    SwiGLU is applied to the up projection's outputs as they leave), the attention unit on
+    needs its own gain, and a parameter beat holds ``param_width``); the matrix-vector results
+    ``rows_per_beat`` a cycle (into a span of a scratchpad row, added to the residual's span,
+    through SwiGLU's lanes, or into the sampler's comparison tree); the embedding one a cycle.
+    The matrix-vector unit runs at ``lanes * rows_per_beat`` MACs per cycle, ``rows_per_beat``
+    rows side by side (reusing its vector buffer for k/v after q and up after gate; SwiGLU is
+    applied to the up projection's outputs as they leave), the attention unit on
     ``heads_parallel`` query heads of one KV group at a time.
 
     Parameters
@@ -80,8 +83,8 @@ class DecoderCore(wiring.Component):
         The quantized model whose constants and shapes the core is built for.
     params : DecoderParams
         How the core is built (:class:`~heteroreason.rtl.decoder.params.DecoderParams`:
-        lanes, stream width, buffers, heads in parallel, vector width, external KV, the
-        sampler's delimiters and EOS id); checked against the model.
+        lanes, rows a beat, stream width, buffers, heads in parallel, vector and parameter
+        widths, external KV, the sampler's delimiters and EOS id); checked against the model.
 
     Members
     -------
@@ -118,7 +121,8 @@ class DecoderCore(wiring.Component):
         self._model = model
         self._params = params
         self._schedule = decode_schedule(model, lanes=params.lanes,
-                                         param_width=params.param_width)
+                                         param_width=params.param_width,
+                                         rows_per_beat=params.rows_per_beat)
         self._config = c
         ratio = params.ratio
         w_beats = len(self._schedule.weight_image) * ratio
@@ -186,14 +190,16 @@ class DecoderCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         c, p = self._config, self._params
+        k = p.rows_per_beat
         units = Units(
             mvu=MatVecUnit(lanes=p.lanes, max_beats=-(-max(c.hidden, c.ffn, c.q_dim) // p.lanes),
-                           max_rows=max(c.vocab, c.ffn, c.hidden, c.q_dim)),
+                           max_rows=max(c.vocab, c.ffn, c.hidden, c.q_dim) // k,
+                           rows_per_beat=k),
             norm=RmsNorm(max_length=c.hidden, width=p.vector_width, gains=p.param_width),
             rope=Rope(head_dim=c.head_dim, increments=self._model.rope_inc,
                       max_position=c.max_context - 1, width=p.vector_width),
-            att=self._attention(), swiglu=SwiGlu(),
-            sampler=ArgmaxSampler(vocab=c.vocab, delimiters=p.delimiters, eos=p.eos))
+            att=self._attention(), swiglu=SwiGlu(width=k),
+            sampler=ArgmaxSampler(vocab=c.vocab, delimiters=p.delimiters, eos=p.eos, width=k))
         for name, unit in vars(units).items():
             m.submodules[name] = unit
         wiring.connect(m, units.sampler.token, wiring.flipped(self.sample))
@@ -268,7 +274,7 @@ class DecoderCore(wiring.Component):
     def _weight_path(self, m, running) -> Port:
         """Stream beats -> gearbox -> prefetch buffer -> the operators."""
         p = self._params
-        lanes, ratio = p.lanes, p.ratio
+        lanes, ratio = p.beat_bytes, p.ratio
         m.submodules.wbuf = wbuf = fifo.SyncFIFOBuffered(width=lanes * 8, depth=p.weight_buffer)
         if ratio == 1:
             m.d.comb += [wbuf.w_data.eq(self.wdata.payload), wbuf.w_en.eq(self.wdata.valid),

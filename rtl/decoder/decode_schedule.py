@@ -14,8 +14,13 @@ between gate and up, whose outputs feed SwiGLU directly), the up and down row pa
 the final RMSNorm's and the LM head's.
 
 A parameter beat holds ``param_width`` entries: an RMSNorm's gains fill them (``param_width``
-channels a beat), every other operator's entry is a beat's first, the rest zeros
+channels a beat), a matrix-vector operator's row parameters take ``rows_per_beat`` (the rows of
+a weight beat), every other operator's entry is a beat's first; the rest are zeros
 (:func:`entries_per_param_beat`).
+
+A weight beat is ``lanes * rows_per_beat`` bytes: a matrix's beat carries ``rows_per_beat`` rows
+side by side (:func:`~heteroreason.rtl.decoder.weight_schedule.linear_schedule`), an embedding
+row fills whole beats, its tail zero-padded (``embed_row_beats`` a row).
 
 :func:`decode_schedule` lays both images out in exactly that order, so that apart from the
 token's embedding row and its multiplier everything a token reads is one contiguous range per
@@ -58,7 +63,7 @@ def _region_names(op, layer: int) -> tuple[str | None, str | None]:
 @dataclass(frozen=True)
 class DecodeSchedule:
     lanes: int
-    weight_image: np.ndarray  # (beats, lanes) int8 values
+    weight_image: np.ndarray  # (beats, lanes * rows_per_beat) int8 values
     param_image: np.ndarray  # (beats, param_width, 3): bias/value, multiplier, shift
     regions: dict[str, Region]
     layers: int
@@ -68,6 +73,16 @@ class DecodeSchedule:
     def param_width(self) -> int:
         """Entries per parameter beat."""
         return self.param_image.shape[1]
+
+    @property
+    def beat_bytes(self) -> int:
+        """Bytes of a weight beat (a row of the weight image)."""
+        return self.weight_image.shape[1]
+
+    @property
+    def rows_per_beat(self) -> int:
+        """Rows of a matrix a weight beat carries."""
+        return self.beat_bytes // self.lanes
 
     def token_regions(self, token: int, *, keep_logits: bool) -> list[Region]:
         """The regions one token reads, in the order the decoder consumes them."""
@@ -98,12 +113,12 @@ class DecodeSchedule:
         return weights, params
 
     def stream_image(self, stream_bytes: int) -> np.ndarray:
-        """The weight image as beats of ``stream_bytes`` (a divisor of ``lanes``): beat
-        ``a * (lanes // stream_bytes) + k`` is part ``k`` of the image's beat ``a``."""
+        """The weight image as beats of ``stream_bytes`` (a divisor of :attr:`beat_bytes`):
+        beat ``a * (beat_bytes // stream_bytes) + k`` is part ``k`` of the image's beat ``a``."""
         if isinstance(stream_bytes, bool) or not isinstance(stream_bytes, int) or \
-                stream_bytes <= 0 or self.lanes % stream_bytes:
-            raise ValueError(f"stream_bytes must be a positive divisor of lanes ({self.lanes}), "
-                             f"not {stream_bytes!r}")
+                stream_bytes <= 0 or self.beat_bytes % stream_bytes:
+            raise ValueError(f"stream_bytes must be a positive divisor of a weight beat "
+                             f"({self.beat_bytes} bytes), not {stream_bytes!r}")
         return self.weight_image.reshape(-1, stream_bytes)
 
     def weight_beats_per_token(self, *, keep_logits: bool = True) -> int:
@@ -115,10 +130,11 @@ class DecodeSchedule:
                    if r.kind == "params")
 
 
-def entries_per_param_beat(unit: Unit, param_width: int) -> int:
+def entries_per_param_beat(unit: Unit, param_width: int, rows_per_beat: int = 1) -> int:
     """The parameter entries a beat of ``unit``'s region carries: ``param_width`` for an
-    RMSNorm's gains, one for every other unit."""
-    return param_width if unit is Unit.NORM else 1
+    RMSNorm's gains, ``rows_per_beat`` for a matrix-vector operator's row parameters, one for
+    every other unit."""
+    return param_width if unit is Unit.NORM else rows_per_beat if unit is Unit.MATVEC else 1
 
 
 def _beats(entries: np.ndarray, per_beat: int, param_width: int) -> np.ndarray:
@@ -151,10 +167,10 @@ def _linear_data(model: QuantizedModel, layer: int, name: str):
     return getattr(ql, f"{short}_w"), getattr(ql, f"{short}_b", None), getattr(ql, f"{short}_req")
 
 
-def decode_schedule(model: QuantizedModel, *, lanes: int,
-                    param_width: int = 1) -> DecodeSchedule:
+def decode_schedule(model: QuantizedModel, *, lanes: int, param_width: int = 1,
+                    rows_per_beat: int = 1) -> DecodeSchedule:
     """Lay the model's weights and parameters out in consumption order, parameter beats of
-    ``param_width`` entries."""
+    ``param_width`` entries, weight beats of ``rows_per_beat`` rows of ``lanes``."""
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
         raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
     c = model.config
@@ -165,6 +181,12 @@ def decode_schedule(model: QuantizedModel, *, lanes: int,
     if c.hidden % lanes:
         raise ValueError(f"lanes ({lanes}) must divide the hidden size ({c.hidden}) so that "
                          "embedding rows stream whole")
+    r = rows_per_beat
+    if isinstance(r, bool) or not isinstance(r, int) or r <= 0 or g % r:
+        raise ValueError(f"rows_per_beat must be a positive integer that divides param_width "
+                         f"({g}), not {r!r}")
+    beat = lanes * r
+    embed_row_beats = -(-c.hidden // beat)
     weights: list[np.ndarray] = []
     params: list[np.ndarray] = []
     regions: dict[str, Region] = {}
@@ -172,7 +194,7 @@ def decode_schedule(model: QuantizedModel, *, lanes: int,
 
     def add(kind, name, rows, unit=None):
         if kind == "params":
-            rows = _beats(rows, entries_per_param_beat(unit, g), g)
+            rows = _beats(rows, entries_per_param_beat(unit, g, r), g)
         regions[name] = Region(name, kind, at[kind], len(rows))
         (weights if kind == "weights" else params).append(rows)
         at[kind] += len(rows)
@@ -180,7 +202,9 @@ def decode_schedule(model: QuantizedModel, *, lanes: int,
     for layer, op in token_operators(len(model.layers), keep_logits=True):
         w_name, p_name = _region_names(op, layer)
         if op.unit is Unit.EMBED:
-            add("weights", w_name, model.embed_q.astype(np.int64).reshape(-1, lanes))
+            rows = np.zeros((c.vocab, embed_row_beats * beat), dtype=np.int64)
+            rows[:, :c.hidden] = model.embed_q
+            add("weights", w_name, rows.reshape(-1, beat))
             add("params", p_name, _per_channel(model.embed_req), op.unit)
         elif op.unit is Unit.NORM:
             add("params", p_name, _norm_params(model, layer, op.params), op.unit)
@@ -191,9 +215,10 @@ def decode_schedule(model: QuantizedModel, *, lanes: int,
         elif op.unit is Unit.MATVEC:
             w_float, bias, req = _linear_data(model, layer, op.weights)
             sched = linear_schedule(np.rint(w_float).astype(np.int64), lanes=lanes,
-                                    bias=bias, multiplier=req[0], shift=req[1])
+                                    bias=bias, multiplier=req[0], shift=req[1],
+                                    rows_per_beat=r)
             add("weights", w_name, sched.beats)
             add("params", p_name, np.stack([sched.bias, sched.multiplier, sched.shift],
                                            axis=1), op.unit)
     return DecodeSchedule(lanes, np.concatenate(weights), np.concatenate(params), regions,
-                          len(model.layers), c.hidden // lanes)
+                          len(model.layers), embed_row_beats)

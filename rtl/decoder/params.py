@@ -24,7 +24,8 @@ class DecoderParams:
     lanes : int
         MACs per cycle (weights per matrix-vector beat); must divide the hidden size.
     stream_bytes : int
-        Weight-stream bytes per cycle; must divide ``lanes``. ``None`` (the default): ``lanes``.
+        Weight-stream bytes per cycle; must divide a matrix-vector beat (``lanes *
+        rows_per_beat`` bytes). ``None`` (the default): the beat.
     heads_parallel : int
         Query heads per attention job; must divide the query heads per KV head.
     weight_buffer, param_buffer : int
@@ -36,6 +37,12 @@ class DecoderParams:
         Entries per parameter beat: the RMSNorm takes this many gains a beat and emits as many
         results a cycle (the other operators use a beat's first entry). A power of two that
         divides ``vector_width``.
+    rows_per_beat : int
+        Rows of a matrix a matrix-vector beat carries side by side (each ``lanes`` weights):
+        the unit computes ``lanes * rows_per_beat`` MACs a cycle and its results, the row
+        parameters (entries of a parameter beat) and the sinks (SwiGLU, the sampler, the
+        scratchpad's writes) move ``rows_per_beat`` a cycle. A power of two that divides
+        ``param_width``; it must divide every matrix's rows (:meth:`check_model`).
     external_kv : bool
         Keep the KV cache in memory behind the attention unit's KV ports instead of on chip.
     delimiters : tuple of int
@@ -51,17 +58,22 @@ class DecoderParams:
     param_buffer: int = 256
     vector_width: int = 1
     param_width: int = 1
+    rows_per_beat: int = 1
     external_kv: bool = False
     delimiters: tuple[int, ...] = ()
     eos: int = 0
 
     def __post_init__(self):
         _positive("lanes", self.lanes)
+        _positive("rows_per_beat", self.rows_per_beat)
+        beat = self.beat_bytes
         if self.stream_bytes is None:
-            object.__setattr__(self, "stream_bytes", self.lanes)
+            object.__setattr__(self, "stream_bytes", beat)
         if isinstance(self.stream_bytes, bool) or not isinstance(self.stream_bytes, int) or \
-                self.stream_bytes <= 0 or self.lanes % self.stream_bytes:
-            raise ValueError(f"stream_bytes must be a positive divisor of lanes ({self.lanes}), "
+                self.stream_bytes <= 0 or beat % self.stream_bytes:
+            what = f"lanes ({self.lanes})" if self.rows_per_beat == 1 else \
+                f"the matrix-vector beat (lanes x rows_per_beat = {beat})"
+            raise ValueError(f"stream_bytes must be a positive divisor of {what}, "
                              f"not {self.stream_bytes!r}")
         for name in ("heads_parallel", "weight_buffer", "param_buffer", "vector_width"):
             _positive(name, getattr(self, name))
@@ -74,6 +86,10 @@ class DecoderParams:
         if g & (g - 1) or v % g:
             raise ValueError(f"param_width must be a power of two that divides vector_width "
                              f"({v}), not {g!r}")
+        k = self.rows_per_beat
+        if k & (k - 1) or g % k:
+            raise ValueError(f"rows_per_beat must be a power of two that divides param_width "
+                             f"({g}), not {k!r}")
         if self.external_kv not in (False, True):  # 0 and 1 too
             raise ValueError(f"external_kv must be a bool, not {self.external_kv!r}")
         object.__setattr__(self, "external_kv", bool(self.external_kv))
@@ -87,9 +103,14 @@ class DecoderParams:
             raise ValueError(f"eos must be a non-negative token id, not {self.eos!r}")
 
     @property
+    def beat_bytes(self) -> int:
+        """Bytes of a matrix-vector beat: ``lanes`` weights of each of ``rows_per_beat`` rows."""
+        return self.lanes * self.rows_per_beat
+
+    @property
     def ratio(self) -> int:
         """Stream beats per matrix-vector beat."""
-        return self.lanes // self.stream_bytes
+        return self.beat_bytes // self.stream_bytes
 
     def check_model(self, config) -> None:
         """Raise ValueError unless the core can be built for ``config`` (a
@@ -105,6 +126,11 @@ class DecoderParams:
         if config.ffn % v or (config.head_dim // 2) % v:
             raise ValueError(f"vector_width ({v}) must divide the FFN size ({config.ffn}) and "
                              f"half the head size ({config.head_dim // 2})")
+        k = self.rows_per_beat
+        for name in ("q_dim", "kv_dim", "hidden", "ffn", "vocab"):
+            if getattr(config, name) % k:
+                raise ValueError(f"rows_per_beat ({k}) must divide the rows of every matrix: "
+                                 f"{name} is {getattr(config, name)}")
         for name, ids in (("delimiters", self.delimiters), ("eos", (self.eos,))):
             bad = [t for t in ids if t >= config.vocab]
             if bad:

@@ -95,6 +95,14 @@ class Scratchpad:
             return row.as_value().word_select(index[:self.shift], 16).as_signed()
         return row[0]
 
+    def span(self, row, index, count: int):
+        """The ``count`` elements (a power of two that divides ``width``) of scratchpad ``row``
+        from element ``index`` (its low bits; a multiple of ``count``)."""
+        if count == self.width:
+            return [row[t] for t in range(count)]
+        group = row.as_value().word_select(index[count.bit_length() - 1:self.shift], 16 * count)
+        return [group.word_select(t, 16).as_signed() for t in range(count)]
+
     def write(self, base, elements, rows, spans=()) -> None:
         """The write port's inputs from every writer, each selected by a registered flag of
         which at most one is raised: ``elements``, ``(select, enable, index, value)``, write
@@ -237,9 +245,10 @@ class Sequencer:
         self.i = Signal(range(max(c.vocab, c.ffn, 256) + 1))
         self.j = Signal(range(max(c.vocab, c.ffn, 256) + 1))
         self.k = Signal(range(c.ffn + 1))  # SwiGLU results stored (they trail ``j``)
-        self.lane = Signal(range(p.lanes + 1))
+        self.lane = Signal(range(p.beat_bytes + 1))
         self.head = Signal(range(max(c.heads, 1) + 1))
-        self.beat = Signal(data.ArrayLayout(signed(8), p.lanes))
+        # a product's vector beat (``lanes``), or the embedding's weight beat (a whole one)
+        self.beat = Signal(data.ArrayLayout(signed(8), p.beat_bytes))
         self.row = Signal(data.ArrayLayout(signed(8), c.head_dim))
         self.krow = Signal(data.ArrayLayout(signed(8), c.head_dim))
         # a gather's rows go to ``krow`` (a head's K rows for its KV write) or ``row``:
@@ -359,7 +368,9 @@ class Sequencer:
                             | (f["feed_rope"] & rope.x.ready) | f["gather"]),
             norm.x.payload.eq(reader.row), norm.x.valid.eq(f["feed_norm"] & reader.valid),
             norm.gain.valid.eq(f["feed_norm"] & param.valid), norm.y.ready.eq(f["feed_norm"]),
-            mvu.vec.payload.eq(self.beat), mvu.vec.valid.eq(f["loading"] & self.have),
+            mvu.vec.payload.eq(self.beat if self.p.rows_per_beat == 1
+                               else self.beat.as_value()[:8 * self.p.lanes]),
+            mvu.vec.valid.eq(f["loading"] & self.have),
             rope.x.payload.value.eq(sp.low_bytes(reader.row)),
             rope.x.valid.eq(f["feed_rope"] & reader.valid), rope.y.ready.eq(f["feed_rope"]),
             att.q.payload.eq(self.row), att.q.valid.eq(f["send_q"]),
@@ -417,13 +428,15 @@ class Sequencer:
         # RAM's output has most of a cycle's time spent before it): only valid and ready
         # follow the operator
         norm, swiglu = self.units.norm, self.units.swiglu
-        entry, g = self.param_entry(0), self.p.param_width
+        entry, g, r = self.param_entry(0), self.p.param_width, self.p.rows_per_beat
         gains = [(norm.gain.payload, param.data)] if g == 1 else \
             [(norm.gain.payload[t], param.data[t]) for t in range(g)]
+        rowparams = [(mvu.rowparam.payload, entry)] if r == 1 else \
+            [(mvu.rowparam.payload[t], param.data[t]) for t in range(r)]
         m.d.comb += [mvu.weights.payload.eq(w.data),
-                     mvu.rowparam.payload.bias.eq(entry.value),
-                     mvu.rowparam.payload.mult.eq(entry.mult),
-                     mvu.rowparam.payload.shift.eq(entry.shift),
+                     *(x for row, e in rowparams for x in (row.bias.eq(e.value),
+                                                           row.mult.eq(e.mult),
+                                                           row.shift.eq(e.shift))),
                      *(x for gain, e in gains for x in (gain.mult.eq(e.mult),
                                                          gain.shift.eq(e.shift))),
                      swiglu.table.payload.value.eq(entry.value[:16])]
@@ -442,7 +455,7 @@ class Sequencer:
         m.d.sync += [self.logit_valid.eq(flag[Sink.SAMPLE] & mvu.out.valid),
                      self.logit.value.eq(value), self.logit.last.eq(last)]
         # the reader's row is done with its last element (or the vector's)
-        row_done = (equals(j[:sp.shift], self.p.vector_width - 1) if sp.shift else 1) | last
+        row_done = (equals(j[:sp.shift], self.p.vector_width - r) if sp.shift else 1) | last
         m.d.comb += [
             mvu.out.ready.eq(flag[Sink.SAMPLE]  # the sampler is ready (see ``cmd_sample``)
                              | (flag[Sink.ADD] & reader.valid)
@@ -450,8 +463,12 @@ class Sequencer:
                              | flag[Sink.STORE]),
             sampler.logits.valid.eq(self.logit_valid), sampler.logits.payload.eq(self.logit),
             swiglu.x.valid.eq(flag[Sink.SWIGLU] & mvu.out.valid & reader.valid),
-            swiglu.x.payload.gate.eq(sp.element(reader.row, j)[:8]),
-            swiglu.x.payload.up.eq(value[:8]), swiglu.x.payload.last.eq(last),
+            *([swiglu.x.payload.gate.eq(sp.element(reader.row, j)[:8]),
+               swiglu.x.payload.up.eq(value[:8])] if r == 1 else
+              [x for t, gate in enumerate(sp.span(reader.row, j, r))
+               for x in (swiglu.x.payload.gate[t].eq(gate[:8]),
+                         swiglu.x.payload.up[t].eq(value[t][:8]))]),
+            swiglu.x.payload.last.eq(last),
             reader.ready.eq(mvu.out.valid & row_done
                             & (flag[Sink.ADD] | (flag[Sink.SWIGLU] & swiglu.x.ready))),
             swiglu.y.ready.eq(flag[Sink.SWIGLU]),
@@ -510,7 +527,7 @@ class Sequencer:
         if op.unit is Unit.MATVEC:
             cols, rows = getattr(self.c, op.cols), getattr(self.c, op.rows)
             out.append(self.mvu_cmd.eq(self.mvu_cmd.shape().const({
-                "rows": rows, "beats": -(-cols // self.p.lanes),
+                "rows": rows // self.p.rows_per_beat, "beats": -(-cols // self.p.lanes),
                 "out_bits": OutBits[f"INT{op.out_bits}"], "reuse": op.reuse})))
         if op.unit is Unit.SILU_TABLE:
             out.append(self.flag["silu"].eq(1))
@@ -573,7 +590,7 @@ class Sequencer:
             with m.Elif(have):  # an element a cycle into the requantizer
                 m.d.comb += self.embed_pick.eq(1)
                 m.d.sync += [i.eq(i + 1), lane.eq(lane + 1)]
-                with m.If(equals(lane, self.p.lanes - 1)):
+                with m.If(equals(lane, self.p.beat_bytes - 1)):
                     m.d.sync += have.eq(0)
                 with m.If(equals(i, self.c.hidden - 1)):
                     m.d.sync += [phase.eq(2), self.flag["embed_row"].eq(0)]
@@ -622,7 +639,7 @@ class Sequencer:
         with m.If(equals(phase, 2)):  # the streams: :meth:`matvec_streams`
             self._sink(op)
             with m.If(mvu.out.valid & mvu.out.ready):
-                m.d.sync += j.eq(j + 1)
+                m.d.sync += j.eq(j + self.p.rows_per_beat)
                 if op.sink is not Sink.SWIGLU:
                     with m.If(mvu.out.payload.last):
                         self.next_op(op)
@@ -635,7 +652,7 @@ class Sequencer:
             swiglu = self.units.swiglu
             # the unit's results trail its inputs by its pipeline: ``k`` counts them
             with m.If(swiglu.y.valid):
-                m.d.sync += self.k.eq(self.k + 1)
+                m.d.sync += self.k.eq(self.k + self.p.rows_per_beat)
                 with m.If(swiglu.y.payload.last):
                     self.next_op(op)
 
@@ -647,22 +664,37 @@ class Sequencer:
         attention's output rows."""
         m, sp, f, sink, u, j = self.m, self.sp, self.flag, self.sink_of, self.units, self.j
         reader, value = sp.reader1, u.mvu.out.payload.value
-        total = Signal(signed(18))
-        m.d.comb += total.eq(sp.element(reader.row, j) + value)
         # the norm's results: an element a cycle, or ``param_width`` (a span of a row)
         norm = (f["feed_norm"], u.norm.y.valid, j, u.norm.y.payload.value)
         wide = self.p.param_width > 1
+        r = self.p.rows_per_beat
+        if r == 1:
+            total = Signal(signed(18))
+            m.d.comb += total.eq(sp.element(reader.row, j) + value)
+            products = [
+                (sink[Sink.STORE], u.mvu.out.valid, j, value[:16]),
+                (sink[Sink.ADD], u.mvu.out.valid & reader.valid, j, saturate(m, total, 16)),
+                (sink[Sink.SWIGLU], u.swiglu.y.valid, self.k, u.swiglu.y.payload.value)]
+        else:  # ``rows_per_beat`` results a cycle: spans of a row
+            totals = []
+            for t, residual in enumerate(sp.span(reader.row, j, r)):
+                total = Signal(signed(18), name=f"total{t}")
+                m.d.comb += total.eq(residual + value[t])
+                totals.append(saturate(m, total, 16))
+            products = [
+                (sink[Sink.STORE], u.mvu.out.valid, j, [value[t][:16] for t in range(r)]),
+                (sink[Sink.ADD], u.mvu.out.valid & reader.valid, j, totals),
+                (sink[Sink.SWIGLU], u.swiglu.y.valid, self.k,
+                 [u.swiglu.y.payload.value[t] for t in range(r)])]
         sp.write(self.w_base, [
             (f["embedding"], self.embed_stored, self.embed_index, self.embed_value),
             *([] if wide else [norm]),
-            (sink[Sink.STORE], u.mvu.out.valid, j, value[:16]),
-            (sink[Sink.ADD], u.mvu.out.valid & reader.valid, j, saturate(m, total, 16)),
-            (sink[Sink.SWIGLU], u.swiglu.y.valid, self.k, u.swiglu.y.payload.value),
+            *(products if r == 1 else []),
         ], [
             (f["feed_rope"], u.rope.y.valid, j, u.rope.y.payload.value),
             (f["draining"], u.att.out.valid, self.head * self.head_rows + j,
              u.att.out.payload.value),
-        ], [norm] if wide else [])
+        ], ([norm] if wide else []) + ([] if r == 1 else products))
 
     def rope(self, op: Operator) -> None:  # in place, a scratchpad row a beat
         m, rope = self.m, self.units.rope

@@ -91,11 +91,12 @@ TOPS: dict[str, TopSpec] = {
     "attention": TopSpec(Attention, {"head_dim": 16, "kv_heads": 2, "layers": 2,
                                      "max_context": 48, "heads": 1, "width": 1},
                          "attention unit of the decoder (on-chip KV cache)"),
-    "swiglu": TopSpec(SwiGlu, {}, "SwiGLU unit of the decoder"),
+    "swiglu": TopSpec(SwiGlu, {"width": 1}, "SwiGLU unit of the decoder"),
     "sampler": TopSpec(
-        lambda *, vocab, delimiter, eos: ArgmaxSampler(vocab=vocab, delimiters=(delimiter,),
-                                                       eos=eos),
-        {"vocab": 64, "delimiter": 5, "eos": 2}, "argmax sampler with step-end/EOS marks"),
+        lambda *, vocab, delimiter, eos, width: ArgmaxSampler(
+            vocab=vocab, delimiters=(delimiter,), eos=eos, width=width),
+        {"vocab": 64, "delimiter": 5, "eos": 2, "width": 1},
+        "argmax sampler with step-end/EOS marks"),
     "draft_engine": TopSpec(
         lambda *, capacity, **options: _decoder(DraftEngine, extra={"capacity": capacity},
                                                 **options),

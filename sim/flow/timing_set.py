@@ -18,7 +18,9 @@ _SMALL = [
     ("rope", {}),
     ("attention", {}),
     ("swiglu", {}),
+    ("swiglu", {"width": 2}),
     ("sampler", {}),
+    ("sampler", {"width": 4}),
     ("decoder_core", {}),
     ("draft_engine", {}),
 ]
@@ -31,8 +33,12 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
     # datapath) and the control front end: logic depth only, the evidence the projection cites
     "u280": [
         ("mvu", {"lanes": 896, "max_beats": 6, "max_rows": 151936}),
-        # one gain a cycle, and the designs' 16 (U280 at 300 MHz) and 32 (200 MHz, V80)
+        # and the U280 design's four rows a beat of 448 (1,792 MACs)
+        ("mvu", {"lanes": 448, "max_beats": 11, "max_rows": 37984, "rows_per_beat": 4}),
+        # one gain a cycle, the designs' 4 (U280) and 8 (V80), and 16 and 32 (the DSP slope)
         ("rmsnorm", {"max_length": 896, "width": 32}),
+        ("rmsnorm", {"max_length": 896, "width": 32, "gains": 4}),
+        ("rmsnorm", {"max_length": 896, "width": 32, "gains": 8}),
         ("rmsnorm", {"max_length": 896, "width": 32, "gains": 16}),
         ("rmsnorm", {"max_length": 896, "width": 32, "gains": 32}),
         # RoPE's lanes are independent copies (32 at the U280's width); at 32 the tables' read
@@ -43,7 +49,9 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("attention", {"head_dim": 64, "kv_heads": 2, "layers": 1, "max_context": 64,
                        "heads": 2, "width": 8}),
         ("swiglu", {}),
+        ("swiglu", {"width": 4}),
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643}),
+        ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643, "width": 4}),
         ("kv_frontend", {"capacity": 4096}),
         # the core's glue (scratchpad readers, sinks, sequencer) around small units, with the
         # KV cache in memory as the U280 design has it
@@ -53,5 +61,10 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 16,
                           "heads_parallel": 4, "vector_width": 8, "param_width": 8,
                           "external_kv": 1}),
+        # and with four rows a matrix-vector beat (the sinks' spans, SwiGLU and the sampler
+        # four a cycle)
+        ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 32,
+                          "heads_parallel": 4, "vector_width": 8, "param_width": 8,
+                          "rows_per_beat": 4, "external_kv": 1}),
     ],
 }

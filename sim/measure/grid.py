@@ -25,16 +25,17 @@ class GridEntry:
 
 
 def _entry(preset, lanes, stream_bytes, heads_parallel, weight_buffer, latency, positions,
-           held_out=False, external_kv=False, vector_width=1, param_width=1):
+           held_out=False, external_kv=False, vector_width=1, param_width=1, rows_per_beat=1):
     params = DecoderParams(lanes, stream_bytes, heads_parallel=heads_parallel,
                            weight_buffer=weight_buffer, external_kv=external_kv,
-                           vector_width=vector_width, param_width=param_width)
+                           vector_width=vector_width, param_width=param_width,
+                           rows_per_beat=rows_per_beat)
     return GridEntry(preset, params, latency, tuple(positions), held_out)
 
 
-# fitted on test-tiny and test-small at several widths, vector widths, parameter widths, buffer
-# depths and latencies; held out: other parameterizations, the KV cache in memory and full-size
-# Qwen2.5-0.5B layers (one at the widths of the design chosen for the U280 at 300 MHz)
+# fitted on test-tiny and test-small at several widths, vector widths, parameter widths, rows a
+# beat, buffer depths and latencies; held out: other parameterizations, the KV cache in memory
+# and full-size Qwen2.5-0.5B layers (one at the design chosen for the U280 at 300 MHz)
 QUICK_GRID = (
     _entry("test-tiny", 16, 8, 2, 1024, 64, (16, 300)),
     _entry("test-tiny", 8, 4, 2, 64, 20, (100,), held_out=True, vector_width=4),
@@ -47,15 +48,21 @@ FULL_GRID = (
     _entry("test-small", 8, 8, 4, 2048, 64, (16, 512), vector_width=2),
     _entry("test-small", 32, 16, 2, 128, 0, (64, 700), vector_width=8),
     _entry("test-small", 32, 16, 2, 128, 0, (64, 700), vector_width=8, param_width=8),
+    _entry("test-small", 32, 16, 2, 128, 0, (64, 700), vector_width=8, param_width=8,
+           rows_per_beat=2),
     _entry("test-small", 32, 32, 4, 64, 30, (16, 300), vector_width=4),
     _entry("test-small", 32, 8, 1, 512, 32, (64, 700), held_out=True),
     _entry("test-tiny", 16, 16, 1, 64, 20, (100,), held_out=True, vector_width=4,
            param_width=2),
+    _entry("test-tiny", 16, 16, 1, 64, 20, (100,), held_out=True, vector_width=2,
+           param_width=2, rows_per_beat=2),
+    _entry("test-small", 16, 32, 2, 256, 40, (300,), held_out=True, external_kv=True,
+           vector_width=8, param_width=4, rows_per_beat=4),
     _entry("test-small", 16, 16, 4, 64, 40, (300,), held_out=True, external_kv=True,
            vector_width=8),
     _entry("test-0.5b-layer", 128, 64, 7, 2048, 64, (16, 512), held_out=True),
-    _entry("test-0.5b-layer", 896, 896, 7, 512, 90, (16, 1000), held_out=True,
-           external_kv=True, vector_width=32, param_width=16),
+    _entry("test-0.5b-layer", 448, 1792, 7, 4096, 90, (16, 1000), held_out=True,
+           external_kv=True, vector_width=32, param_width=4, rows_per_beat=4),
 )
 
 

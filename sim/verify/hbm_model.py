@@ -37,12 +37,12 @@ def _server(req, resp, fill, *, rng: random.Random, stall: float, latency: int):
 def hbm_processes(ports, schedule, *, rng: random.Random, stall: float = 0.0,
                   stream_bytes: int | None = None, latency: int = 0):
     """Two simulator processes serving ``ports.wreq/wdata`` (in beats of ``stream_bytes``,
-    default the schedule's lanes) and ``ports.preq/pdata``."""
+    default a whole weight beat) and ``ports.preq/pdata``."""
     if not 0.0 <= stall < 1.0:
         raise ValueError(f"stall must be in [0, 1), not {stall!r}")
     if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
         raise ValueError(f"latency must be a non-negative integer, not {latency!r}")
-    image = schedule.stream_image(schedule.lanes if stream_bytes is None else stream_bytes)
+    image = schedule.stream_image(schedule.beat_bytes if stream_bytes is None else stream_bytes)
 
     def weights(ctx, resp, addr):
         ctx.set(resp.payload, [int(v) for v in image[addr]])

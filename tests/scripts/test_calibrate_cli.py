@@ -23,7 +23,7 @@ def test_quick_check_on_a_local_dask_cluster():
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("check")]
     assert len(rows) == 3  # every quick-grid position, in grid order
-    assert [int(row[10]) for row in rows] == [16, 300, 100]  # the position column
+    assert [int(row[11]) for row in rows] == [16, 300, 100]  # the position column
     assert "worst error" in r.stdout
 
 

@@ -11,9 +11,10 @@ where each element needs its own parameter, rows x beats, the attention unit's o
 after the request latency it delivers ``stream_beats_per_cycle`` stream beats a cycle (one
 where the board's memory keeps up, less where its HBM ports cannot:
 :mod:`~heteroreason.model.timing.fpga.hbm`) into a prefetch buffer (``weight_buffer``
-matrix-vector beats) until the buffer is full; a matrix-vector operator takes ``lanes //
-stream_bytes`` stream beats a cycle while the buffer has them, and waits on the stream when it
-does not. So the model is stream-bound or compute-bound exactly where the RTL is.
+matrix-vector beats) until the buffer is full; a matrix-vector operator takes ``lanes *
+rows_per_beat // stream_bytes`` stream beats a cycle (a beat of ``rows_per_beat`` rows) while the
+buffer has them, and waits on the stream when it does not. So the model is stream-bound or
+compute-bound exactly where the RTL is.
 
 All times are cycles; :meth:`CoreTiming.token_cycles` is the one entry point, and
 :func:`cycles_to_ms` turns cycles into milliseconds at a clock.
@@ -34,7 +35,7 @@ from heteroreason.rtl.decoder.rmsnorm import EMIT_LATENCY as NORM_EMIT_LATENCY
 from heteroreason.rtl.decoder.rmsnorm import SCALE_CYCLES as NORM_SCALE_CYCLES
 from heteroreason.rtl.decoder.rmsnorm import square_latency
 from heteroreason.rtl.decoder.rope import LATENCY as ROPE_LATENCY
-from heteroreason.rtl.decoder.sampler import LATENCY as SAMPLER_LATENCY
+from heteroreason.rtl.decoder.sampler import latency as sampler_latency
 from heteroreason.rtl.decoder.sequencer import (
     EMBED_LATENCY,
     LEAVE_LATENCY,
@@ -118,9 +119,9 @@ class CoreTiming:
             # the scratchpad's reader started, then a row a cycle and the beat handed over
             load = o.vector_load if op.reuse else \
                 READ_LATENCY + beats(cols) * (lanes // v + 1) + o.vector_load
-            return load, rows * beats(cols)
+            return load, rows // p.rows_per_beat * beats(cols)
         if op.unit is Unit.EMBED:
-            return c.hidden + beats(c.hidden) + EMBED_LATENCY + o.embed, 0
+            return c.hidden + self.embed_row_beats + EMBED_LATENCY + o.embed, 0
         if op.unit is Unit.NORM:
             # rows in, the last squares summed, the division, the reciprocal square root, the
             # elements issued ``param_width`` a cycle, the last ones through the output pipeline
@@ -146,10 +147,15 @@ class CoreTiming:
             return 256 + o.silu_table, 0
         raise AssertionError(f"no cycle formula for unit {op.unit}")  # pragma: no cover
 
+    @property
+    def embed_row_beats(self) -> int:
+        """Matrix-vector beats of an embedding row (the last zero-padded)."""
+        return -(-self.config.hidden // self.params.beat_bytes)
+
     def weight_stream_beats(self, *, keep_logits: bool = True) -> int:
         """Stream beats of one token: the weight bytes over the stream width."""
         mv = sum(w for _, _, w in self.operators(0, keep_logits=keep_logits))
-        return (mv + -(-self.config.hidden // self.params.lanes)) * self.params.ratio
+        return (mv + self.embed_row_beats) * self.params.ratio
 
     def token_cycles(self, position: int, *, keep_logits: bool = True) -> float:
         """Cycles from taking a token at ``position`` to being done with it (its sample out)."""
@@ -180,7 +186,7 @@ class CoreTiming:
                 stream(t + LEAVE_LATENCY)
                 t += LEAVE_LATENCY
             if name == "embed":  # its row is the stream's first data
-                rows = -(-self.config.hidden // p.lanes) * r
+                rows = self.embed_row_beats * r
                 start = max(t, first + rows)
                 stream(start)
                 t = start
@@ -206,7 +212,8 @@ class CoreTiming:
             t += duration
         # a kept token's last logit reaches the sampler through a register; its sample (the
         # LM head's leave cycle within it). Without logits: the final norm's leave cycle
-        sample = LOGIT_LATENCY + SAMPLER_LATENCY if keep_logits else LEAVE_LATENCY
+        sample = LOGIT_LATENCY + sampler_latency(p.rows_per_beat) if keep_logits \
+            else LEAVE_LATENCY
         return t + sample + o.tail
 
     def with_overheads(self, overheads: Overheads) -> CoreTiming:

@@ -157,6 +157,8 @@ class PortPlan:
 
     def describe(self) -> str:
         crossing = ", width converter + clock crossing" if self.clock_crossing else ""
+        if self.slice_bytes * 8 > self.port_bits:
+            crossing += f", each slice over {-(-self.slice_bytes * 8 // self.port_bits)} port beats"
         plural = "s" if self.ports > 1 else ""
         return (f"{self.stream}: {self.beat_bytes} B/beat over {self.ports} x "
                 f"{self.port_bits}-bit port{plural} ({self.slice_bytes} B each{crossing}): "
@@ -164,10 +166,13 @@ class PortPlan:
 
 
 def plan_stream(hbm: HbmSpec, stream: str, beat_bytes: int, clock_hz: float,
-                max_ports: int) -> PortPlan:
+                max_ports: int, *, fewest_ports: bool = False) -> PortPlan:
     """The ports for one stream of ``beat_bytes`` a cycle: the fewest that sustain a beat a
-    cycle, with native ports if they can; if no split of ``max_ports`` or fewer can, the one
-    that sustains the most."""
+    cycle, with native ports if they can (with ``fewest_ports``, the fewest of any width, native
+    on a tie: a narrow stream leaves the weights the most ports); if no split of ``max_ports``
+    or fewer can, the one that sustains the most. A slice wider than its port arrives over
+    several of the port's beats (the port's width converter assembles it), so its stream runs
+    below a beat a cycle."""
     if isinstance(beat_bytes, bool) or not isinstance(beat_bytes, int) or beat_bytes < 1:
         raise HbmError(f"{stream}: beat_bytes must be an integer >= 1, not {beat_bytes!r}")
     if not clock_hz > 0:
@@ -175,22 +180,22 @@ def plan_stream(hbm: HbmSpec, stream: str, beat_bytes: int, clock_hz: float,
     if isinstance(max_ports, bool) or not isinstance(max_ports, int) or max_ports < 1:
         raise HbmError(f"{stream}: no HBM port left for it ({hbm.name} has {hbm.ports} ports "
                        f"in all)")
-    best = None
+    best, full = None, []
     for width in hbm.port_bits:  # native first: a crossing only where it is needed
         for ports in range(1, min(max_ports, beat_bytes) + 1):
             largest = slice_bytes(beat_bytes, ports)[0]
-            if largest * 8 > width:
-                continue
             rate = min(1.0, hbm.port_bytes_per_s(width, clock_hz) / (largest * clock_hz))
             plan = PortPlan(stream, beat_bytes, ports, width, largest, rate,
                             width != hbm.native_port_bits, rate * beat_bytes * clock_hz)
             if rate >= 1.0:
-                return plan
+                full.append(plan)
+                break
             if best is None or rate > best.beats_per_cycle + 1e-12:
                 best = plan
-    if best is None:
-        raise HbmError(f"{stream}: a beat of {beat_bytes} B does not fit {max_ports} port(s) of "
-                       f"at most {max(hbm.port_bits)} bits on {hbm.name}")
+        if full and not fewest_ports:
+            break
+    if full:
+        return min(full, key=lambda plan: plan.ports)  # (the first of equals: native)
     return best
 
 
@@ -233,7 +238,7 @@ def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int,
         narrow += [("k_rows", kv_row_bytes), ("v_rows", kv_row_bytes)]
     streams = []
     for name, beat in narrow:
-        plan = plan_stream(hbm, name, beat, clock_hz, left)
+        plan = plan_stream(hbm, name, beat, clock_hz, left, fewest_ports=True)
         if plan.beats_per_cycle < 1.0:
             raise HbmError(f"{name}: {hbm.name} cannot sustain its {beat}-byte beat a cycle at "
                            f"{clock_hz / 1e6:g} MHz on {left} port(s)")
@@ -246,7 +251,8 @@ def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_byte
                 param_width: int = 1) -> MemoryPlan:
     """The ports of the parameter stream (``param_width`` entries a beat), the key and value
     rows (``kv_row_bytes`` a beat each, 0: the KV cache is on chip) and the weight stream
-    (``stream_bytes`` a beat) at ``clock_hz``. The narrow streams must sustain a beat a cycle;
+    (``stream_bytes`` a beat) at ``clock_hz``. The narrow streams must sustain a beat a cycle,
+    each on the fewest ports that can;
     the weights take what ports are left (the fewest that sustain a beat a cycle, or the best
     split of them all)."""
     streams = _narrow_streams(hbm, clock_hz, kv_row_bytes, param_width)

@@ -124,23 +124,26 @@ def board_power(name: str) -> DevicePower:
 def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
     """Resources of a DraftEngine for ``config`` with ``params`` (see the module docstring)."""
     hd, hp, v = config.head_dim, params.heads_parallel, params.vector_width
-    # MVU lanes; score and value products; per extra vector lane a squarer (RMSNorm), a phase
-    # and two rotation products (RoPE), and an output requantizer (attention, ~4 slices); per
-    # extra RMSNorm gain lane its two scaling products and its requantizer: 8 slices (the
-    # 896-element norm synthesized at 1, 16 and 32 gains: 40, 160 and 288 DSPs)
-    multipliers = params.lanes + 2 * hp * hd + 8 * (v - 1) + 8 * (params.param_width - 1)
+    macs, k = params.beat_bytes, params.rows_per_beat
+    # MVU lanes (``lanes`` of each of ``rows_per_beat`` rows); score and value products; per
+    # extra vector lane a squarer (RMSNorm), a phase and two rotation products (RoPE), and an
+    # output requantizer (attention, ~4 slices); per extra RMSNorm gain lane its two scaling
+    # products and its requantizer: 8 slices (the 896-element norm synthesized at 1, 16 and 32
+    # gains: 40, 160 and 288 DSPs); per extra SwiGLU lane its product and requantizer: 5 slices
+    # (the unit synthesized at 1 and 2 lanes: 5 and 10 DSPs)
+    multipliers = macs + 2 * hp * hd + 8 * (v - 1) + 8 * (params.param_width - 1) + 5 * (k - 1)
     # coefficients from two syntheses (Yosys synth_xilinx, UltraScale+): the test-small engine
     # (16 MACs, 4 heads of 16: LUT 20,179, DSP 199, BRAM18K 78) and the 896-lane MVU alone
     # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). Yosys
     # maps each int8 product to a DSP slice.
     dsp = multipliers + 55
-    buffer_bits = params.weight_buffer * params.lanes * 8
+    buffer_bits = params.weight_buffer * macs * 8
     score_bits = config.max_context * hp * 32
     bram18k = math.ceil(buffer_bits / 18432) + math.ceil(score_bits / 18432) + 5
     if not params.external_kv:
         bram18k += math.ceil(2 * config.layers * config.kv_heads * config.max_context * hd * 8
                              / 18432)
-    lut = 11_084 + 86 * params.lanes + 60 * (multipliers - params.lanes)
+    lut = 11_084 + 86 * macs + 60 * (multipliers - macs)
     return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=0)
 
 
@@ -190,16 +193,19 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> Decode
     candidates = []
     widths = [v for v in (1, 2, 4, 8, 16, 32)
               if config.ffn % v == 0 and (config.head_dim // 2) % v == 0]
-    for lanes in _divisors(config.hidden):
+    rows = [k for k in (1, 2, 4) if all(getattr(config, name) % k == 0 for name in
+                                        ("q_dim", "kv_dim", "hidden", "ffn", "vocab"))]
+    for lanes, k in itertools.product(_divisors(config.hidden), rows):
         if lanes < 32:
             continue
-        for stream_bytes, v, buffer, gains in itertools.product(_divisors(lanes), widths,
+        beat = lanes * k
+        for stream_bytes, v, buffer, gains in itertools.product(_divisors(beat), widths,
                                                                 (512, 4096), widths):
-            if stream_bytes < lanes // 4 or lanes % v or v % gains:
+            if stream_bytes < beat // 4 or lanes % v or v % gains or gains % k:
                 continue
             params = DecoderParams(lanes, stream_bytes, heads_parallel=group,
                                    weight_buffer=buffer, vector_width=v, param_width=gains,
-                                   external_kv=True)
+                                   rows_per_beat=k, external_kv=True)
             resources = estimate_resources(config, params)
             if not resources.fits(board.resources):
                 continue
@@ -236,30 +242,49 @@ def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context
 
 @functools.cache
 def draft_timing(board: str, model: str = "qwen2.5-0.5b") -> LlmTiming:
-    """The board's RTL-calibrated draft timing in the scheduler's form: decode and KV slope
-    from a least-squares line through :func:`draft_ms_per_token` at 64 contexts over the
-    model's range, the ingest (shadow-synchronisation) cost from the token without its LM head
-    (see :class:`~heteroreason.model.timing.device_timing.LlmTiming`), over contexts up to 4096. The
-    line is exact where the design is compute bound (its attention is linear in the context);
-    its largest deviation from the timing model is stated in ``source``."""
+    """The board's RTL-calibrated draft timing in the scheduler's form: a floor and a line in
+    the context (a token costs the larger), fitted to :func:`draft_ms_per_token` at 64
+    contexts over the model's range: the floor is the token at context 0 (a design bound by
+    its weight stream costs the same until its attention grows past that), the line a
+    least-squares fit over the longer contexts (the split that fits all 64 best); the ingest
+    (shadow-synchronisation) cost from the token without its LM head (see
+    :class:`~heteroreason.model.timing.device_timing.LlmTiming`), over contexts up to 4096.
+    The line is exact where the design is compute bound (its attention is linear in the
+    context); the fit's largest deviation from the timing model is stated in ``source``."""
     config = qwen2_config(model)
     fpga_board(board)
     last = min(config.max_context, 4096) - 1
     contexts = [round(k * last / 63) for k in range(64)]
     ms = [draft_ms_per_token(config, board, n) for n in contexts]
-    mean_n, mean_ms = sum(contexts) / 64, sum(ms) / 64
-    slope = sum((n - mean_n) * (t - mean_ms) for n, t in zip(contexts, ms, strict=True)) / \
-        sum((n - mean_n) ** 2 for n in contexts)
-    intercept = mean_ms - slope * mean_n
-    worst = max(abs(intercept + slope * n - t) / t for n, t in zip(contexts, ms, strict=True))
+    floor = ms[0]
+
+    def fit(points):
+        xs, ys = zip(*points, strict=True)
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / \
+            sum((x - mean_x) ** 2 for x in xs)
+        return mean_y - slope * mean_x, slope
+
+    def worst(line):
+        intercept, slope = line
+        return max(abs(max(floor, intercept + slope * n) - t) / t
+                   for n, t in zip(contexts, ms, strict=True))
+
+    lines = [fit(list(zip(contexts[k:], ms[k:], strict=True))) for k in range(0, 62)]
+    intercept, slope = min(lines, key=worst)
     head_ms = ms[0] - draft_ms_per_token(config, board, 0, keep_logits=False)  # the LM head
     # a token at context n attends to kv = n + 1 entries, itself included: the scheduler's
     # convention (LlmTiming.decode_ms)
-    return LlmTiming(f"fpga/rtl-{board}", config.name, board,
-                     decode_ms_per_token=intercept - slope, decode_ms_per_kv_token=slope,
-                     ingest_ms_per_token=intercept - slope - head_ms,
-                     source=f"RTL-calibrated timing model, design {design_for(config, board)}; "
-                            f"line fit within {100 * worst:.2f} %")
+    timing = LlmTiming(f"fpga/rtl-{board}", config.name, board,
+                       decode_ms_per_token=intercept - slope, decode_ms_per_kv_token=slope,
+                       ingest_ms_per_token=max(0.0, intercept - slope - head_ms),
+                       decode_floor_ms_per_token=floor, ingest_floor_ms_per_token=floor - head_ms)
+    ingest_worst = max(abs(timing.ingest_ms(1, n) / draft_ms_per_token(
+        config, board, n, keep_logits=False) - 1) for n in contexts)
+    return timing.with_(source=f"RTL-calibrated timing model, design "
+                               f"{design_for(config, board)}; floor and line fit within "
+                               f"{100 * worst((intercept, slope)):.2f} % (ingest "
+                               f"{100 * ingest_worst:.2f} %)")
 
 
 def edge_gpu_ms_per_token(model: str | Qwen2Config, gpu: str, context: int) -> float:

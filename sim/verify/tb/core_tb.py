@@ -128,7 +128,7 @@ class CoreTB(TbBase):
 
 def token_limit(core: DecoderCore) -> int:
     """Generous cycles for one token: ten times the weight stream at one beat per cycle."""
-    ratio = core.lanes // core.stream_bytes
+    ratio = core.params.ratio
     return 10 * ratio * core.schedule.weight_beats_per_token() + 200_000
 
 
@@ -152,7 +152,7 @@ async def greedy_matches_reference(dut):
         await tb.run_token(tb.samples[-1], len(prompt) + k, True, limit=limit)
     tb.check(tb.samples == expected, f"samples {tb.samples} != reference {expected}")
     tb.check(not any(m.busy for m in tb.memories), "memory requests left unserved")
-    sched, ratio = tb.core.schedule, tb.core.lanes // tb.core.stream_bytes
+    sched, ratio = tb.core.schedule, tb.core.params.ratio
     scheduled = ratio * ((draft + 1) * sched.weight_beats_per_token(keep_logits=True) +
                          (len(prompt) - 1) * sched.weight_beats_per_token(keep_logits=False))
     tb.check(tb.weights.beats_sent == scheduled,

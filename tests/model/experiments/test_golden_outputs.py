@@ -15,7 +15,10 @@ tree and the attention's maximum gained a register (+1 cycle a row's result, +1 
 the generator's profiles became the full sets' statistics in step semantics (every bundled
 figure), and when the RMSNorm emitted several results a cycle (the U280 design's 16 gains a
 parameter beat: every ``rtl-u280-300`` figure; the calibration gained a gains column and
-points at 2 and 8 gains);
+points at 2 and 8 gains), and when the core took several rows a weight beat and the HBM plan
+let a weight slice span several port beats (the U280 design's four rows of 448: every
+``rtl-u280-300`` figure; the calibration gained a rows-a-beat column, points at 2 and 4 rows
+and the full-size held-out layer at the new design, and its overheads were refitted);
 the bundled tables when generated problems began to
 end at the PRM's context (OlympiadBench and the Gaokao and OlympiadBench traces without
 backtracking changed). A change of any figure fails here; an intended one
@@ -81,13 +84,15 @@ def test_calibration_report_is_unchanged():
     held out against) and its held-out errors, as before the restructuring."""
     calibration = load_calibration()
     rows = ["set,preset,lanes,stream_bytes,heads_parallel,vector_width,param_width,"
-            "weight_buffer,memory_latency_cycles,external_kv,position,rtl_cycles,model_error"]
+            "rows_per_beat,weight_buffer,memory_latency_cycles,external_kv,position,rtl_cycles,"
+            "model_error"]
     for part, points in (("train", calibration.train), ("held_out", calibration.held_out)):
         for p in points:
             q = p.params
             error = round(p.error(calibration.overheads), 6) if part == "held_out" else ""
             rows.append(",".join(map(str, [
                 part, p.preset, q.lanes, q.stream_bytes, q.heads_parallel, q.vector_width,
-                q.param_width, q.weight_buffer, p.memory_latency_cycles, int(q.external_kv),
+                q.param_width, q.rows_per_beat, q.weight_buffer, p.memory_latency_cycles,
+                int(q.external_kv),
                 p.position, p.cycles, error])))
     assert "\n".join(rows) + "\n" == (GOLDEN / "calibration.csv").read_text()

@@ -36,6 +36,31 @@ def test_decode_sums_the_per_token_cost():
         LlmTiming("bad", "m", "d", decode_ms_per_token=1.0, ingest_ms_per_token=float("nan"))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_floor_prices_each_token_at_the_larger_of_it_and_the_line(seed):
+    """Against a naive loop over the tokens: ``max(floor, per_token + per_kv * kv_i)`` with
+    ``kv_i = kv_start + i``, the floor below, across and above the line's start, for decode and
+    ingest, and the per-second rate likewise."""
+    rng = np.random.default_rng(seed)
+    a, b = float(rng.uniform(0.1, 2.0)), float(rng.choice([0.0, rng.uniform(1e-4, 1e-2)]))
+    floor = float(rng.uniform(0.0, 4.0))
+    t = LlmTiming("t", "m", "d", decode_ms_per_token=a, decode_ms_per_kv_token=b,
+                  decode_call_ms=0.25, ingest_ms_per_token=a / 2, decode_floor_ms_per_token=floor,
+                  ingest_floor_ms_per_token=floor / 2)
+    for tokens, kv_start in ((0, 5), (1, 0), (7, 0), (40, 13), (300, 250), (1000, 0)):
+        decode = sum(max(floor, a + b * (kv_start + i)) for i in range(1, tokens + 1))
+        ingest = sum(max(floor / 2, a / 2 + b * (kv_start + i)) for i in range(1, tokens + 1))
+        assert t.decode_ms(tokens, kv_start) == pytest.approx(
+            decode + (0.25 if tokens else 0.0), rel=1e-12, abs=1e-12), f"seed={seed}"
+        assert t.ingest_ms(tokens, kv_start) == pytest.approx(ingest, rel=1e-12, abs=1e-12), \
+            f"seed={seed}"
+    assert t.tokens_per_s(10) == pytest.approx(1000 / max(floor, a + 10 * b))
+    assert t.base_decode_ms_per_token == max(floor, a)
+    with pytest.raises(ValueError, match=r"^t: decode_floor_ms_per_token must be a finite "
+                                         r"non-negative number, not -1$"):
+        t.with_(decode_floor_ms_per_token=-1)
+
+
 def test_presets_reproduce_the_artifact_figures():
     assert timing("fpga/artifact-u280").tokens_per_s() == pytest.approx(174.2, abs=0.1)
     assert timing("config1/target").tokens_per_s() == pytest.approx(51.4, abs=0.1)

@@ -76,6 +76,44 @@ def test_parameter_beats_of_several_entries(model, param_width):
         (2 * c.layers + 1) * (c.hidden - c.hidden // param_width)
 
 
+@pytest.mark.parametrize("lanes, rows_per_beat", [(16, 2), (8, 4), (64, 2)])
+def test_beats_of_several_rows(model, lanes, rows_per_beat):
+    """A weight beat holds ``rows_per_beat`` rows side by side: byte ``j * lanes + e`` of beat
+    ``g * beats + b`` is ``W[g * rows_per_beat + j, b * lanes + e]`` (zero past the columns); a
+    matrix's parameter beat holds its group's row parameters in its first entries; an
+    embedding row fills whole beats, zero-padded. Checked element by element."""
+    c, r = model.config, rows_per_beat
+    sched = decode_schedule(model, lanes=lanes, param_width=4, rows_per_beat=r)
+    assert sched.beat_bytes == lanes * r and sched.rows_per_beat == r
+    ql = model.layers[1]
+    for name, w, bias, req in (("layer1.q_proj", ql.q_w, ql.q_b, ql.q_req),
+                               ("layer1.down_proj", ql.down_w, None, ql.down_req)):
+        region = sched.regions[name]
+        image = sched.weight_image[region.start:region.start + region.count]
+        rows, cols = w.shape
+        beats = -(-cols // lanes)
+        assert region.count == rows // r * beats
+        for row in range(rows):
+            for col in range(beats * lanes):
+                got = image[row // r * beats + col // lanes, row % r * lanes + col % lanes]
+                assert got == (w[row, col] if col < cols else 0), (name, row, col)
+        params = sched.regions[name + ".params"]
+        beats_p = sched.param_image[params.start:params.start + params.count]
+        assert params.count == rows // r
+        mult = np.broadcast_to(np.asarray(req[0]), (rows,))
+        for row in range(rows):
+            assert beats_p[row // r, row % r, 0] == (0 if bias is None else bias[row])
+            assert beats_p[row // r, row % r, 1] == mult[row]
+        assert not beats_p[:, r:].any()
+    token = 77
+    row = sched.token_regions(token, keep_logits=True)[0]
+    assert row.count == sched.embed_row_beats == -(-c.hidden // (lanes * r))
+    got = sched.weight_image[row.start:row.start + row.count].ravel()
+    np.testing.assert_array_equal(got[:c.hidden], model.embed_q[token])
+    assert not got[c.hidden:].any()
+    assert sched.stream_image(lanes).shape == (len(sched.weight_image) * r, lanes)
+
+
 def test_bad_arguments(model):
     with pytest.raises(ValueError, match=r"^lanes \(24\) must divide the hidden size \(64\) so "
                                          r"that embedding rows stream whole$"):
@@ -85,5 +123,11 @@ def test_bad_arguments(model):
     with pytest.raises(ValueError, match=r"^param_width must be a positive integer that divides "
                                          r"the hidden size \(64\), not 3$"):
         decode_schedule(model, lanes=8, param_width=3)
+    with pytest.raises(ValueError, match=r"^rows_per_beat must be a positive integer that "
+                                         r"divides param_width \(2\), not 4$"):
+        decode_schedule(model, lanes=8, param_width=2, rows_per_beat=4)
+    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive divisor of a "
+                                         r"weight beat \(16 bytes\), not 12$"):
+        decode_schedule(model, lanes=8, param_width=2, rows_per_beat=2).stream_image(12)
     with pytest.raises(ValueError, match=r"^token id 256 is outside the vocabulary \[0, 256\)$"):
         decode_schedule(model, lanes=8).token_regions(256, keep_logits=True)

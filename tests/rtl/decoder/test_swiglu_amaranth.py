@@ -34,30 +34,41 @@ async def _load(ctx, dut, layer):
     ctx.set(dut.params.valid, 0)
 
 
-@pytest.mark.parametrize("seed, idle, backpressure", [(3, 0.0, 0.0), (4, 0.3, 0.4)])
-def test_every_gate_value_against_the_reference(seed, idle, backpressure):
-    """Every gate value and 500 random pairs, with random gaps on ``x`` and backpressure on
-    ``y``: every result matched in order, ``last`` on the final one, nothing left over."""
+def _set_lanes(ctx, field, values):
+    if len(values) == 1:
+        ctx.set(field, int(values[0]))
+    else:
+        for lane, v in enumerate(values):
+            ctx.set(field[lane], int(v))
+
+
+@pytest.mark.parametrize("seed, idle, backpressure, width", [
+    (3, 0.0, 0.0, 1), (4, 0.3, 0.4, 1), (5, 0.0, 0.0, 2), (6, 0.3, 0.4, 2), (7, 0.2, 0.3, 4)])
+def test_every_gate_value_against_the_reference(seed, idle, backpressure, width):
+    """Every gate value and 500 random pairs, ``width`` a beat, with random gaps on ``x`` and
+    backpressure on ``y``: every result matched in order (lane by lane), ``last`` on the final
+    beat, nothing left over."""
     layer = _table_and_params(seed)
     rng = np.random.default_rng(seed + 2)
     stall = random.Random(seed)
     gate = np.concatenate([np.arange(-128, 128), rng.integers(-128, 128, 500)])
     up = rng.integers(-128, 128, gate.size)
     expected = [int(v) for v in requant(layer.silu[gate + 128] * up, layer.act_req, 8)]
-    dut = SwiGlu()
+    dut = SwiGlu(width=width)
+    beats = gate.size // width
     got = []
     loaded = []
 
     async def driver(ctx):
         await _load(ctx, dut, layer)
         loaded.append(True)
-        for k, (g, u) in enumerate(zip(gate, up, strict=True)):
+        for k in range(beats):
             while stall.random() < idle:
                 ctx.set(dut.x.valid, 0)
                 await ctx.tick()
-            ctx.set(dut.x.payload.gate, int(g))
-            ctx.set(dut.x.payload.up, int(u))
-            ctx.set(dut.x.payload.last, int(k == gate.size - 1))
+            _set_lanes(ctx, dut.x.payload.gate, gate[k * width:(k + 1) * width])
+            _set_lanes(ctx, dut.x.payload.up, up[k * width:(k + 1) * width])
+            ctx.set(dut.x.payload.last, int(k == beats - 1))
             ctx.set(dut.x.valid, 1)
             await ctx.tick().until(dut.x.ready)
         ctx.set(dut.x.valid, 0)
@@ -69,7 +80,7 @@ def test_every_gate_value_against_the_reference(seed, idle, backpressure):
                 dut.y.valid, dut.y.ready, dut.y.payload.value, dut.y.payload.last)
             if valid and ready:
                 assert loaded, "a result before any input"
-                got.append(int(value))
+                got.extend([int(value)] if width == 1 else [int(v) for v in value])
                 assert bool(last) == (len(got) == len(expected)), f"seed={seed}"
 
     sim = Simulator(dut)
@@ -77,19 +88,20 @@ def test_every_gate_value_against_the_reference(seed, idle, backpressure):
     sim.add_testbench(driver)
     sim.add_testbench(monitor, background=True)
     sim.run_until(1e-8 * 6_000)
-    assert got == expected, f"seed={seed}"
+    assert got == expected, f"seed={seed} width={width}"
 
 
-def test_latency_is_the_documented_one():
+@pytest.mark.parametrize("width", [1, 4])
+def test_latency_is_the_documented_one(width):
     layer = _table_and_params(3)
-    dut = SwiGlu()
+    dut = SwiGlu(width=width)
     seen = []
 
     async def bench(ctx):
         await _load(ctx, dut, layer)
         ctx.set(dut.y.ready, 1)
-        ctx.set(dut.x.payload.gate, 7)
-        ctx.set(dut.x.payload.up, -3)
+        _set_lanes(ctx, dut.x.payload.gate, [7] * width)
+        _set_lanes(ctx, dut.x.payload.up, [-3] * width)
         ctx.set(dut.x.valid, 1)
         await ctx.tick()
         ctx.set(dut.x.valid, 0)
@@ -103,3 +115,9 @@ def test_latency_is_the_documented_one():
     sim.add_testbench(bench)
     sim.run_until(1e-8 * 400)
     assert seen == [LATENCY]
+
+
+@pytest.mark.parametrize("width", [0, 3, 6, True, 2.0])
+def test_width_is_validated(width):
+    with pytest.raises(ValueError, match=rf"^width must be a power of two, not {width!r}$"):
+        SwiGlu(width=width)

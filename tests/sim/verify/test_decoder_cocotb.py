@@ -49,7 +49,7 @@ ENGINE_A = {"preset": "test-tiny", "seed": 1, "capacity": 128, "lanes": 32, "str
             "heads_parallel": 2, "weight_buffer": 256}
 ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 16, "stream_bytes": 16,
             "heads_parallel": 1, "weight_buffer": 32, "param_buffer": 16, "external_kv": 1,
-            "vector_width": 4, "param_width": 2}
+            "vector_width": 4, "param_width": 2, "rows_per_beat": 2}
 
 
 @pytest.mark.parametrize("name", [pytest.param("accept", marks=pytest.mark.slow), "reject",
@@ -117,6 +117,23 @@ def test_core_with_wide_parameter_beats():
              STALLS, [9, 400, 17], 2, seed=7)
 
 
+def test_core_with_two_rows_a_beat():
+    """Two rows a matrix-vector beat (32-byte weight beats from an 8-byte stream): two row
+    parameters a parameter beat, two results a cycle into the scratchpad's spans, SwiGLU and
+    the sampler two a cycle, with stalls on every stream."""
+    run_core({"preset": "test-small", "seed": 5, "lanes": 16, "stream_bytes": 8,
+              "heads_parallel": 2, "weight_buffer": 64, "vector_width": 8, "param_width": 4,
+              "rows_per_beat": 2}, STALLS, [9, 400, 17], 2, seed=8)
+
+
+def test_core_with_as_many_rows_a_beat_as_a_scratchpad_row():
+    """Two rows a beat into two-element scratchpad rows: every result pair is a whole row (the
+    residual's, the gate's, the store's), and the norm's two gains likewise."""
+    run_core({"preset": "test-tiny", "seed": 6, "lanes": 8, "stream_bytes": 4,
+              "heads_parallel": 2, "weight_buffer": 32, "vector_width": 2, "param_width": 2,
+              "rows_per_beat": 2}, STALLS, [30, 200], 2, seed=9)
+
+
 @pytest.mark.slow
 def test_core_with_more_layers_than_the_0_5b():
     """26 layers: more operators than an 8-bit sequence counter holds."""
@@ -135,12 +152,13 @@ def test_core_with_the_kv_cache_in_memory():
 def test_full_size_layer_token():
     """One Qwen2.5-0.5B layer at full dimensions (hidden 896, FFN 4864, 14 heads, 2 KV heads,
     random int8 weights): a prompt token, then a decode token whose greedy sample equals the
-    reference's, on the design chosen for the U280 at 300 MHz — 896 MACs and stream bytes, 7
-    heads in parallel, 32 scratchpad elements a cycle, 16 RMSNorm gains a parameter beat, the
-    KV cache in memory, HBM latency 90."""
-    run_core({"preset": "test-0.5b-layer", "seed": 1, "lanes": 896, "stream_bytes": 896,
-              "heads_parallel": 7, "weight_buffer": 512, "vector_width": 32, "param_width": 16,
-              "external_kv": 1},
+    reference's, on the design chosen for the U280 at 300 MHz — four rows of 448 MACs a
+    1,792-byte weight beat (as wide as the stream), 7 heads in parallel, 32 scratchpad
+    elements a cycle, 4 entries a parameter beat (RMSNorm gains, row parameters), the KV cache
+    in memory, HBM latency 90 (the weight buffer shallower than the design's 4096)."""
+    run_core({"preset": "test-0.5b-layer", "seed": 1, "lanes": 448, "stream_bytes": 1792,
+              "heads_parallel": 7, "weight_buffer": 512, "vector_width": 32, "param_width": 4,
+              "rows_per_beat": 4, "external_kv": 1},
              Stimulus(latency=90), [5, 77], 0, seed=4, cxx_opt="-O0")
 
 

@@ -80,7 +80,42 @@ def test_wide_parameter_beats_shorten_the_norm_only():
     assert one["final_norm"] - four["final_norm"] == h - h // 4
 
 
+def test_rows_per_beat_halve_the_matrix_beats():
+    """Two rows a beat: every matrix-vector operator takes half the beats, of twice the bytes
+    (so the stream beats a token are unchanged at the same stream width, the embedding's
+    zero padding aside), and only the LM head's sample gains the sampler's tree level."""
+    def timing(rows_per_beat):
+        params = DecoderParams(16, 8, 2, 256, vector_width=8, param_width=4,
+                               rows_per_beat=rows_per_beat)
+        return CoreTiming(SMALL, params)
+
+    one, two = timing(1), timing(2)
+    beats = {name: (cycles, mv) for name, cycles, mv in one.operators(100)}
+    for name, cycles, mv in two.operators(100):
+        # the embedding takes its row in half the beats (an element a cycle either way)
+        assert cycles == beats[name][0] - (SMALL.hidden // 32 if name == "embed" else 0), name
+        assert 2 * mv == beats[name][1], name
+    assert two.embed_row_beats * 32 == one.embed_row_beats * 16 == SMALL.hidden
+    assert two.weight_stream_beats() == one.weight_stream_beats()
+    assert two.token_cycles(100) < one.token_cycles(100)
+
+
 def test_bad_parameters():
+    for bad in (3, 8):
+        with pytest.raises(ValueError, match=rf"^rows_per_beat must be a power of two that "
+                                             rf"divides param_width \(4\), not {bad}$"):
+            DecoderParams(8, 8, vector_width=4, param_width=4, rows_per_beat=bad)
+    with pytest.raises(ValueError, match=r"^rows_per_beat must be a positive integer, not 0$"):
+        DecoderParams(8, 8, rows_per_beat=0)
+    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive divisor of the "
+                                         r"matrix-vector beat \(lanes x rows_per_beat = 16\), "
+                                         r"not 32$"):
+        DecoderParams(8, 32, vector_width=2, param_width=2, rows_per_beat=2)
+    assert DecoderParams(8, vector_width=2, param_width=2, rows_per_beat=2).stream_bytes == 16
+    with pytest.raises(ValueError, match=r"^rows_per_beat \(8\) must divide the rows of every "
+                                         r"matrix: vocab is 300$"):
+        CoreTiming(qwen2_config("test-odd-vocab"),
+                   DecoderParams(8, 8, vector_width=8, param_width=8, rows_per_beat=8))
     with pytest.raises(ValueError, match=r"^vector_width must be a power of two that divides "
                                          r"lanes \(8\), not 3$"):
         DecoderParams(8, 8, vector_width=3)
