@@ -126,6 +126,7 @@ def test_core_with_two_rows_a_beat():
               "rows_per_beat": 2}, STALLS, [9, 400, 17], 2, seed=8)
 
 
+@pytest.mark.slow
 def test_core_with_as_many_rows_a_beat_as_a_scratchpad_row():
     """Two rows a beat into two-element scratchpad rows: every result pair is a whole row (the
     residual's, the gate's, the store's), and the norm's two gains likewise."""
