@@ -113,6 +113,7 @@ class ArgmaxSampler(wiring.Component):
         # a candidate compared with its lane's maximum (the lane: its beat's parity), registered
         # with the verdict; its lane's maximum updated the cycle after, before the lane's next
         # candidate (two cycles later at the earliest) is compared
+        # (named as the one-logit Verilog names them: ``cand`` unnamed, ``cand_index`` named)
         cand, cand_index = Signal(signed(32)), Signal(range(self.vocab), name="cand_index")
         cand_valid, cand_better, cand_lane, cand_last = Signal(), Signal(), Signal(), Signal()
         m.d.sync += cand_valid.eq(0)

@@ -193,9 +193,7 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> Decode
     candidates = []
     widths = [v for v in (1, 2, 4, 8, 16, 32)
               if config.ffn % v == 0 and (config.head_dim // 2) % v == 0]
-    rows = [k for k in (1, 2, 4) if all(getattr(config, name) % k == 0 for name in
-                                        ("q_dim", "kv_dim", "hidden", "ffn", "vocab"))]
-    for lanes, k in itertools.product(_divisors(config.hidden), rows):
+    for lanes, k in itertools.product(_divisors(config.hidden), (1, 2, 4)):
         if lanes < 32:
             continue
         beat = lanes * k
@@ -206,6 +204,10 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> Decode
             params = DecoderParams(lanes, stream_bytes, heads_parallel=group,
                                    weight_buffer=buffer, vector_width=v, param_width=gains,
                                    rows_per_beat=k, external_kv=True)
+            try:
+                params.check_model(config)  # (k must divide every matrix's rows)
+            except ValueError:
+                continue
             resources = estimate_resources(config, params)
             if not resources.fits(board.resources):
                 continue
