@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import importlib.metadata
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,8 +20,8 @@ from heteroreason.sim.flow.export import export_verilog, parse_params
 from heteroreason.sim.flow.toolchain import find_simulator
 from heteroreason.sim.verify.plan import RunPlan, Stimulus
 
-__all__ = ["CXX_OPT_LEVELS", "DEFAULT_BUILD_ROOT", "CocotbResult", "build_dir_for",
-           "run_cocotb"]
+__all__ = ["BUILD_STAMP", "CXX_OPT_LEVELS", "DEFAULT_BUILD_ROOT", "CocotbResult", "build_dir_for",
+           "build_key", "run_cocotb"]
 
 DEFAULT_BUILD_ROOT = Path(os.environ.get("HETEROREASON_BUILD_DIR", "build")) / "sim"
 """Where builds go: ``$HETEROREASON_BUILD_DIR/sim``, by default ``build/sim`` under the working
@@ -30,6 +33,54 @@ directory (ignored by git)."""
 # keep the warnings in build.log but do not stop on them (the lint check of exported tops is
 # separate, tests/sim/test_export.py)
 SIM_BUILD_ARGS = {"verilator": ["-Wno-fatal"]}
+
+
+BUILD_STAMP = "build.stamp"
+"""The file in a build directory that names the finished build's :func:`build_key`."""
+
+_SOURCE_ROOT = Path(__file__).resolve().parents[2]
+# what a build is made of: the RTL, the export that elaborates it, and the tools' versions
+_BUILD_SOURCES = ("rtl", "sim/flow")
+_BUILD_TOOLS = ("amaranth", "cocotb", "verilator")
+
+# Verilator's intermediates: once the model is linked, the simulation needs none of them; the
+# two precompiled headers alone are about 150 MB a build, and a full run of the tests leaves
+# some thirty builds
+_VERILATOR_INTERMEDIATES = (".o", ".a", ".gch", ".d", ".cpp", ".h", ".mk", ".dat")
+
+
+def build_key(top: str, params: Mapping[str, int | str], simulator: str,
+              build_args: Sequence[str], *, waves: bool) -> str:
+    """SHA-256 of everything a build depends on: the top and its parameters, the simulator and
+    its arguments, the waves switch, the source of the RTL and of its export (every byte, so
+    a comment's edit rebuilds too) and the versions of Amaranth, cocotb and Verilator."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"top": top, "params": {k: params[k] for k in sorted(params)},
+                              "simulator": simulator, "build_args": list(build_args),
+                              "waves": waves}, sort_keys=True).encode())
+    for package in _BUILD_TOOLS:
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "absent"
+        digest.update(f"{package}={version}".encode())
+    for folder in _BUILD_SOURCES:
+        for path in sorted((_SOURCE_ROOT / folder).rglob("*.py")):
+            digest.update(path.relative_to(_SOURCE_ROOT).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _built(build_dir: Path, top: str, simulator: str, key: str) -> bool:
+    stamp = build_dir / BUILD_STAMP
+    program = build_dir / (top if simulator == "verilator" else "sim.vvp")
+    return stamp.exists() and stamp.read_text() == key and program.exists()
+
+
+def _prune(build_dir: Path) -> None:
+    for path in build_dir.iterdir():
+        if path.is_file() and path.suffix in _VERILATOR_INTERMEDIATES:
+            path.unlink()
 
 
 @dataclass(frozen=True)
@@ -94,6 +145,10 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
                log_file: Path | None = None, cxx_opt: str | None = None) -> CocotbResult:
     """Export ``top`` with ``params``, build it (cached), run ``test_module`` and return counts.
 
+    A build directory whose :data:`BUILD_STAMP` names the current :func:`build_key` is used
+    as it is: neither exported nor built again. A Verilator build keeps only its program (its
+    intermediates are deleted once it links), so a stale directory is rebuilt from scratch.
+
     Under pytest a failing cocotb test raises ``SystemExit`` from the runner; elsewhere the
     counts say whether it passed. With ``log_file`` the simulator's output goes there instead
     of the terminal. The test module reads the top, its parameters and ``stimulus`` as one
@@ -116,15 +171,22 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
     env = RunPlan(top, params, stimulus or Stimulus()).to_env()
     with _environment(tools.env):
         runner = get_runner(tools.name)
+        key = build_key(top, params, tools.name, build_args, waves=waves)
         with _locked(build_dir):
-            source = export_verilog(top, build_dir, params)
-            runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir,
-                         waves=waves, timescale=("1ns", "1ps"),
-                         build_args=build_args,
-                         log_file=build_dir / "build.log")
+            if not _built(build_dir, top, tools.name, key):
+                (build_dir / BUILD_STAMP).unlink(missing_ok=True)
+                source = export_verilog(top, build_dir, params)
+                runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir,
+                             waves=waves, timescale=("1ns", "1ps"),
+                             build_args=build_args,
+                             log_file=build_dir / "build.log")
+                if tools.name == "verilator":
+                    _prune(build_dir)
+                (build_dir / BUILD_STAMP).write_text(key)
         test_args = ["--trace-file", str(build_dir / "dump.vcd")] if (
             waves and tools.name == "verilator") else []
-        xml = runner.test(hdl_toplevel=top, test_module=test_module, testcase=testcase,
+        xml = runner.test(hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                          test_module=test_module, testcase=testcase,
                           build_dir=build_dir, test_dir=build_dir, extra_env=env, seed=seed,
                           waves=waves, test_args=test_args, log_file=log_file)
     tests, failed = get_results(Path(xml))

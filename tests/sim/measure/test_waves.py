@@ -56,3 +56,5 @@ def test_decoder_waveform_agrees_with_the_counters():
     attention = [sum(o[3] for o in t.operators if operator_name(o[0]) == "attention")
                  for t in tokens]
     assert attention[1] > attention[0] + 2 * 35 * 3
+    # read and checked: the VCD (about 140 MB) need not outlive the test
+    run.waves.unlink()
