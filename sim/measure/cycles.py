@@ -60,15 +60,18 @@ def decoder_top_params(preset: str, params: DecoderParams, *, seed: int = 1) -> 
 
 def measure_token_cycles(preset: str, params: DecoderParams, positions: Sequence[int], *,
                          latency: int = 0, stall: float = 0.0, waves: bool = False,
-                         seed: int = 1, cxx_opt: str | None = None) -> TokenMeasurement:
+                         seed: int = 1, cxx_opt: str | None = None,
+                         shared_kv_ports: bool = True) -> TokenMeasurement:
     """Time one decode token at each of ``positions`` (memory ``latency`` cycles, a beat
-    skipped with probability ``stall``); raises :class:`MeasurementError` if the run fails.
+    skipped with probability ``stall``; an external KV cache's key and value rows on one set of
+    ports with ``shared_kv_ports``, as the memory plan places them); raises
+    :class:`MeasurementError` if the run fails.
     ``cxx_opt`` is the Verilator model's C++ optimization (:func:`.run_cocotb`): the cycles do
     not depend on it, the build and simulation times do."""
     with tempfile.TemporaryDirectory() as tmp:
         out, log = Path(tmp) / "timing.json", Path(tmp) / "sim.log"
         stimulus = Stimulus(positions=tuple(positions), latency=latency, stall=stall,
-                            result=str(out))
+                            result=str(out), shared_kv_ports=shared_kv_ports)
         result = run_cocotb("decoder_core", "heteroreason.sim.verify.tb.core_tb",
                             params=decoder_top_params(preset, params, seed=seed),
                             testcase="token_timing", seed=1, waves=waves, log_file=log,

@@ -40,6 +40,10 @@ class Stimulus:
         The weight stream split byte-wise over HBM ports, each ``(latency, stall)`` of its own
         (:class:`~heteroreason.sim.verify.tb.hbm.StripedChannel`); empty: one port with
         ``latency`` and ``stall``.
+    shared_kv_ports
+        An external KV cache's key and value rows on one set of ports, served in request order
+        (:class:`~heteroreason.sim.verify.tb.hbm.SharedRows`, as :func:`~heteroreason.model.
+        timing.fpga.hbm.plan_memory` places them); false: a set of ports each.
     script
         The replay bench's transaction script (a JSON file).
     result
@@ -56,6 +60,7 @@ class Stimulus:
     idle: float = 0.0
     backpressure: float = 0.0
     weight_ports: tuple[tuple[int, float], ...] = ()
+    shared_kv_ports: bool = True
     scenario: Mapping | None = None
     cosim: Mapping | None = None
     script: str | None = None
@@ -73,6 +78,9 @@ class Stimulus:
                     not 0.0 <= value < 1.0:
                 raise ValueError(f"stimulus {name} must be a probability in [0, 1), not "
                                  f"{value!r}")
+        if not isinstance(self.shared_kv_ports, bool):
+            raise ValueError(f"stimulus shared_kv_ports must be true or false, not "
+                             f"{self.shared_kv_ports!r}")
         ports = tuple(tuple(p) for p in self.weight_ports)
         for port in ports:
             if len(port) != 2 or isinstance(port[0], bool) or not isinstance(port[0], int) or \

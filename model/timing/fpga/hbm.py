@@ -1,11 +1,16 @@
 """A board's HBM as the design sees it: pseudo-channels, the AXI ports that reach them, and the
 plan that splits the decoder's streams over those ports.
 
-The decoder reads four streams from HBM: the weights (``stream_bytes`` a cycle, all the time a
+The decoder reads three streams from HBM: the weights (``stream_bytes`` a cycle, all the time a
 matrix-vector operator runs), the parameters (beats of ``param_width`` entries of the core's
 69-bit ``PARAM_LAYOUT``: a row's, or a norm's gains), and, with the KV cache in memory, the
-attention's key and value rows (``head_dim`` bytes a cycle each, one pass at a time). Each
-stream is split byte-wise over ports of its own: a beat of ``B`` bytes over ``P`` ports puts at
+attention's key and value rows (``kv_rows``: ``head_dim`` bytes a cycle). The key and value rows
+share their ports: the attention unit takes a job's key rows in its score pass and its value
+rows only in its weighted-sum pass, so a job's requests served in order (keys, then values) at
+a row a cycle never hold a pass back (the testbench's
+:class:`~heteroreason.sim.verify.tb.hbm.SharedRows`; the RTL's token cycles are the same as with
+a set of ports each, ``tests/sim/verify/test_shared_kv_ports.py``). Each stream is split
+byte-wise over ports of its own: a beat of ``B`` bytes over ``P`` ports puts at
 most ``ceil(B / P)`` bytes on each, and a beat is whole when every port's slice has arrived, so
 the stream sustains the rate of its most loaded port.
 
@@ -229,13 +234,14 @@ class MemoryPlan:
 
 def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int,
                     param_width: int) -> list[PortPlan]:
-    """The ports of the parameter stream and the key and value rows, each at a beat a cycle."""
+    """The ports of the parameter stream and of the key and value rows (one stream: see the
+    module's docstring), each at a beat a cycle."""
     if isinstance(kv_row_bytes, bool) or not isinstance(kv_row_bytes, int) or kv_row_bytes < 0:
         raise HbmError(f"kv_row_bytes must be an integer >= 0, not {kv_row_bytes!r}")
     left = hbm.ports
     narrow = [("params", param_beat_bytes(param_width))]
     if kv_row_bytes:
-        narrow += [("k_rows", kv_row_bytes), ("v_rows", kv_row_bytes)]
+        narrow.append(("kv_rows", kv_row_bytes))
     streams = []
     for name, beat in narrow:
         plan = plan_stream(hbm, name, beat, clock_hz, left, fewest_ports=True)
@@ -250,7 +256,7 @@ def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int,
 def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_bytes: int = 0,
                 param_width: int = 1) -> MemoryPlan:
     """The ports of the parameter stream (``param_width`` entries a beat), the key and value
-    rows (``kv_row_bytes`` a beat each, 0: the KV cache is on chip) and the weight stream
+    rows (one stream of ``kv_row_bytes`` a beat, 0: the KV cache is on chip) and the weight stream
     (``stream_bytes`` a beat) at ``clock_hz``. The narrow streams must sustain a beat a cycle,
     each on the fewest ports that can;
     the weights take what ports are left (the fewest that sustain a beat a cycle, or the best

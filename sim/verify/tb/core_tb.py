@@ -46,10 +46,12 @@ def build_reference_core() -> DecoderCore:
 
 
 def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float,
-                 weight_ports: tuple = (), unwritten_kv_reads_zero: bool = False):
+                 weight_ports: tuple = (), unwritten_kv_reads_zero: bool = False,
+                 shared_kv_ports: bool = False):
     """The weight and parameter channels of the HBM model for ``core``'s schedule (the weights
     striped over ``weight_ports`` when it names any), and the KV memory when the core keeps its
-    cache outside (else None)."""
+    cache outside (else None; its key and value rows on one set of ports with
+    ``shared_kv_ports``)."""
     addr_bits = Shape.cast(core.wreq.payload.shape()["addr"].shape).width
     image = packed_weight_beats(core.schedule, core.stream_bytes)
     if weight_ports:
@@ -65,7 +67,8 @@ def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float,
         c = core.model.config
         rows = len(core.model.layers) * c.kv_heads * c.max_context
         kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng, latency=latency,
-                      stall=stall, unwritten_reads_zero=unwritten_kv_reads_zero)
+                      stall=stall, unwritten_reads_zero=unwritten_kv_reads_zero,
+                      shared=shared_kv_ports)
     return weights, params, kv
 
 
@@ -78,7 +81,8 @@ class CoreTB(TbBase):
         knobs = stimulus()
         self.weights, self.params, self.kv = hbm_channels(
             dut, self.core, rng, latency=knobs.latency, stall=knobs.stall,
-            weight_ports=knobs.weight_ports, unwritten_kv_reads_zero=name == "token_timing")
+            weight_ports=knobs.weight_ports, unwritten_kv_reads_zero=name == "token_timing",
+            shared_kv_ports=knobs.shared_kv_ports)
         token_layout = self.core.token.payload.shape()
         sample_layout = self.core.sample.payload.shape()
         self.token = StreamSource(dut, "token", token_layout, rng=rng,

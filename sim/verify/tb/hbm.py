@@ -20,7 +20,7 @@ from heteroreason.rtl.decoder.core import PARAM_LAYOUT
 from heteroreason.rtl.decoder.decode_schedule import DecodeSchedule
 from heteroreason.sim.verify.tb.streams import Payload
 
-__all__ = ["HbmChannel", "KvMemory", "StripedChannel", "packed_param_beats",
+__all__ = ["HbmChannel", "KvMemory", "SharedRows", "StripedChannel", "packed_param_beats",
            "packed_weight_beats"]
 
 
@@ -221,14 +221,75 @@ class _Rows(dict):
         raise AssertionError(f"{self.what} row {addr} read before it was written")
 
 
+class SharedRows:
+    """The key and value rows on one set of ports (:func:`~heteroreason.model.timing.fpga.hbm.
+    plan_memory`'s ``kv_rows`` stream): the requests on ``k_req`` and ``v_req`` join one queue
+    in the order they are taken (a key request before a value request taken in the same cycle)
+    and are served in that order, a row a cycle at most, each after ``latency`` cycles and each
+    cycle skipped with probability ``stall``; a row on offer, on ``k_rows`` or ``v_rows``, stays
+    there until taken and holds back every row behind it. The attention unit takes a job's key
+    rows in its score pass and its value rows only in its weighted-sum pass, so one row a cycle
+    serves both."""
+
+    def __init__(self, dut, keys, values, *, addr_bits: int, rows: int, rng: random.Random,
+                 latency: int = 0, stall: float = 0.0):
+        _check_port(latency, stall)
+        self.k = _StreamPorts(dut, "k_req", "k_rows", size=rows, addr_bits=addr_bits)
+        self.v = _StreamPorts(dut, "v_req", "v_rows", size=rows, addr_bits=addr_bits)
+        self._rows = {"k": keys, "v": values}
+        self._rng = rng
+        self.latency = latency
+        self.stall = stall
+        self._pending: deque[list] = deque()  # [first cycle, next address, end, "k" or "v"]
+        self._on_offer: str | None = None  # the port the row on offer is on
+
+    def __repr__(self) -> str:
+        return (f"SharedRows({self.k.requests} key and {self.v.requests} value requests, "
+                f"{self.k.beats_sent} + {self.v.beats_sent} rows sent, on offer "
+                f"{self._on_offer}, pending {list(self._pending)[:3]})")
+
+    @property
+    def busy(self) -> bool:
+        return self._on_offer is not None or bool(self._pending)
+
+    def idle_port(self) -> None:
+        self.k.idle_port()
+        self.v.idle_port()
+
+    def drive(self, cycle: int) -> None:
+        self.k._req_ready.value = 1
+        self.v._req_ready.value = 1
+        if self._on_offer is None and self._pending and self._pending[0][0] <= cycle \
+                and self._rng.random() >= self.stall:
+            head = self._pending[0]
+            self._on_offer = head[3]
+            port = self.k if head[3] == "k" else self.v
+            port._offered = head[1]
+            head[1] += 1
+            if head[1] == head[2]:
+                self._pending.popleft()
+        for kind, port in (("k", self.k), ("v", self.v)):
+            offered = port._offered if self._on_offer == kind else None
+            port._offer(None if offered is None else self._rows[kind][offered])
+
+    def observe(self, cycle: int) -> None:
+        for kind, port in (("k", self.k), ("v", self.v)):
+            request = port._observe_ports()
+            if self._on_offer == kind and port._offered is None:
+                self._on_offer = None
+            if request is not None:
+                self._pending.append([cycle + 1 + self.latency, *request, kind])
+
+
 class KvMemory:
     """An external KV cache: ``kv_store`` writes a K and a V row at an address (always ready);
-    ``k_req``/``k_rows`` and ``v_req``/``v_rows`` read them back as :class:`HbmChannel` s do.
+    ``k_req``/``k_rows`` and ``v_req``/``v_rows`` read them back, on ports of their own (two
+    :class:`HbmChannel` s) or, with ``shared``, on one set of ports (:class:`SharedRows`).
     A row read before it was written is an error, or zeros with ``unwritten_reads_zero`` (timing
     runs at positions no token was written at)."""
 
     def __init__(self, dut, store_layout, *, rows: int, rng: random.Random, latency: int = 0,
-                 stall: float = 0.0, unwritten_reads_zero: bool = False):
+                 stall: float = 0.0, unwritten_reads_zero: bool = False, shared: bool = False):
         self._valid = dut.kv_store__valid
         self._ready = dut.kv_store__ready
         self._data = dut.kv_store__payload
@@ -236,25 +297,29 @@ class KvMemory:
         self.keys = _Rows("key", unwritten_reads_zero=unwritten_reads_zero)
         self.values = _Rows("value", unwritten_reads_zero=unwritten_reads_zero)
         addr_bits = max(1, (rows - 1).bit_length())
-        self.k = HbmChannel(dut, "k_req", "k_rows", self.keys, addr_bits=addr_bits, rng=rng,
-                            latency=latency, stall=stall, size=rows)
-        self.v = HbmChannel(dut, "v_req", "v_rows", self.values, addr_bits=addr_bits, rng=rng,
-                            latency=latency, stall=stall, size=rows)
+        if shared:
+            self.readers = (SharedRows(dut, self.keys, self.values, addr_bits=addr_bits,
+                                       rows=rows, rng=rng, latency=latency, stall=stall),)
+        else:
+            self.readers = tuple(
+                HbmChannel(dut, f"{kind}_req", f"{kind}_rows", table, addr_bits=addr_bits,
+                           rng=rng, latency=latency, stall=stall, size=rows)
+                for kind, table in (("k", self.keys), ("v", self.values)))
         self.writes = 0
 
     @property
     def busy(self) -> bool:
-        return self.k.busy or self.v.busy
+        return any(reader.busy for reader in self.readers)
 
     def idle_port(self) -> None:
         self._ready.value = 0
-        self.k.idle_port()
-        self.v.idle_port()
+        for reader in self.readers:
+            reader.idle_port()
 
     def drive(self, cycle: int) -> None:
         self._ready.value = 1
-        self.k.drive(cycle)
-        self.v.drive(cycle)
+        for reader in self.readers:
+            reader.drive(cycle)
 
     def observe(self, cycle: int) -> None:
         if int(self._valid.value):
@@ -262,5 +327,5 @@ class KvMemory:
             self.keys[beat["addr"]] = beat["k"] & ((1 << self._payload.fields["k"][1]) - 1)
             self.values[beat["addr"]] = beat["v"] & ((1 << self._payload.fields["v"][1]) - 1)
             self.writes += 1
-        self.k.observe(cycle)
-        self.v.observe(cycle)
+        for reader in self.readers:
+            reader.observe(cycle)
