@@ -6,7 +6,10 @@ weight-stream ideal, at chosen context lengths, and the simulation speed.
     python scripts/bench_decoder.py --config small --context 16 512 --latency 64
 
 The ideal is the stream beats of one sampled token (weight bytes / stream bytes per cycle, one
-beat per cycle); utilization = ideal / measured cycles. Cycles without a beat are split into
+beat per cycle); utilization = ideal / measured cycles, and of the memory's rate = ideal / (the
+cycles x the beats a cycle the memory offers, ``1 - stall``: with ``--stall`` set to one less the
+design's weight beats a cycle from ``plan_memory``, the rate of the board's ports, e.g. 0.308 for
+the U280 at 300 MHz). Cycles without a beat are split into
 those where the prefetch buffer was full (compute-bound stretches longer than the buffer
 covers) and those where memory had nothing to offer (request latency at the token's start,
 the tail after the last weight). The KV cache holds whatever is there: timing does not depend
@@ -99,11 +102,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([name, preset, params.beat_bytes, params.stream_bytes, t.position,
                          t.cycles,
                          t.stream_beats, f"{100 * t.stream_beats / t.cycles:.1f}",
+                         f"{100 * t.stream_beats / (t.cycles * (1 - args.stall)):.1f}",
                          t.buffer_full, idle - t.buffer_full,
                          f"{t.cycles / t.sim_seconds:,.0f}"])
         print(f"{name}: {wall:.0f} s including the Verilator build", file=sys.stderr)
     print(format_table(["config", "preset", "MACs/cycle", "stream B/cycle", "position",
                         "cycles/token", "ideal (stream beats)", "utilization %",
+                        "of the memory's rate %",
                         "held (buffer full)", "memory idle", "sim cycles/s"], rows))
     return 0
 

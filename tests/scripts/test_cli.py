@@ -122,6 +122,16 @@ def test_bench_decoder_reports_utilization():
     assert [int(r[4]) for r in rows] == [3, 40]
     cycles, ideal = int(rows[1][5]), int(rows[1][6])
     assert ideal < cycles < 2 * ideal
+    assert float(rows[1][7]) == float(rows[1][8])  # no stalls: the memory's rate is a beat
+    # a memory that offers half a beat a cycle: the utilization of its rate is twice the
+    # utilization of a beat a cycle
+    proc = run("bench_decoder.py", "--config", "tiny", "--context", "40", "--stall", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    row = next(line.split() for line in proc.stdout.splitlines()
+               if line.split()[:1] == ["tiny"])
+    utilization, of_rate = float(row[7]), float(row[8])
+    assert of_rate == pytest.approx(2 * utilization, abs=0.11) and of_rate <= 100.0
+    assert int(row[5]) > cycles
     proc = run("bench_decoder.py", "--config", "tiny", "--context", "9999")
     assert proc.returncode == 2 and "--context must be in [0, 512) for config tiny" in \
         proc.stderr
