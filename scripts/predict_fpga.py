@@ -9,7 +9,8 @@ its estimated resources against the board's, and per context length the draft ms
 tokens/s, the HBM roofline (weight and KV bytes per token over what the board's HBM ports
 sustain at its clock, :mod:`heteroreason.model.timing.fpga.hbm`; each board's memory plan is
 printed) and the fraction of it reached, and the speed-up over the paper's U280 line (the
-artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); then
+artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); the
+shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens; then
 what backs each
 board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
 ms/token against context length.
@@ -47,11 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="qwen2.5-0.5b", choices=sorted(PRESETS))
     parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
     parser.add_argument("--contexts", type=int, nargs="+", default=[0, 512, 1024, 2048, 4095])
+    parser.add_argument("--ingest-step", type=int, default=100,
+                        help="tokens of the refined step whose shadow ingest is priced "
+                             "(default 100)")
     parser.add_argument("--out", type=Path, default=Path("build/predict_fpga.png"),
                         help="the plot, a .png file (default build/predict_fpga.png)")
     args = parser.parse_args(argv)
     if args.out.suffix != ".png" or args.out.is_dir():
         parser.error(f"--out must name a .png file, not {str(args.out)!r}")
+    if args.ingest_step < 1:
+        parser.error(f"--ingest-step must be a positive integer, not {args.ingest_step}")
     config = qwen2_config(args.model)
     bad = [c for c in args.contexts if not 0 <= c < config.max_context]
     if bad:
@@ -113,6 +119,20 @@ def main(argv: list[str] | None = None) -> int:
                      f"{paper_u280_ms(context):.3f}", f"{paper_u280_ms(context) / ms:.2f}"])
     print(format_table(["device", "context", "ms/token", "tok/s", "roofline ms",
                         "% of roofline", "paper U280 ms", "speed-up vs paper"], rows))
+    print(f"shadow synchronisation: a refined step of {args.ingest_step} tokens ingested token "
+          f"by token (each a pass over the weights, no LM head) against {args.ingest_step} "
+          f"decode tokens, from the context given:")
+    rows = []
+    for b in args.boards:
+        board = BOARDS[b]
+        for context in args.contexts:
+            span = range(context, min(context + args.ingest_step, config.max_context))
+            ingest = sum(draft_ms_per_token(config, board, c, keep_logits=False) for c in span)
+            decode = sum(draft_ms_per_token(config, board, c) for c in span)
+            rows.append([b, context, len(span), f"{ingest:.1f}", f"{ingest / len(span):.3f}",
+                         f"{decode:.1f}", f"{decode / ingest:.2f}"])
+    print(format_table(["board", "context", "tokens", "ingest ms", "ms/token", "decode ms",
+                        "decode / ingest"], rows))
     print("clock basis (UltraScale+ -2 logic levels of the units at the U280 design's widths, "
           "model/timing/fpga/data/timing_evidence.json):")
     for b in args.boards:

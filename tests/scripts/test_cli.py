@@ -152,6 +152,18 @@ def test_predict_fpga_prints_the_projection(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "speed-up vs paper" in proc.stdout and "jetson-orin-nano" in proc.stdout
     assert out.stat().st_size > 10_000
+    # the shadow ingest of a 100-token step: cheaper than 100 decodes (no LM head), and each
+    # ingested token cheaper than the decode token the projection prints at that context
+    lines = proc.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("shadow synchronisation"))
+    ingest = {(r[0], int(r[1])): r for r in (line.split() for line in lines[at + 2:at + 8])}
+    decode = {(r[0], int(r[1])): float(r[2]) for r in (line.split() for line in lines)
+              if len(r) == 8 and r[0] in ("u280-300", "v80") and r[1] in ("0", "2048")}
+    assert len(decode) == 4
+    for key, ms in decode.items():
+        row = ingest[key]
+        assert int(row[2]) == 100 and float(row[4]) < ms < float(row[5]) / 100 * 1.01
+        assert float(row[6]) == pytest.approx(float(row[5]) / float(row[3]), abs=0.01)
     proc = run("predict_fpga.py", "--contexts", "99999", "--out", out)
     assert proc.returncode == 2 and "--contexts must be in [0, 32768)" in proc.stderr
 
@@ -159,6 +171,7 @@ def test_predict_fpga_prints_the_projection(tmp_path):
 @pytest.mark.parametrize("script, args, message", [
     ("bench_scheduler.py", ["--seed", "-1"], "--seed must be a non-negative integer, not -1"),
     ("predict_fpga.py", ["--out", "{tmp}"], "--out must name a .png file, not '{tmp}'"),
+    ("predict_fpga.py", ["--ingest-step", "0"], "--ingest-step must be a positive integer, not 0"),
     ("predict_fpga.py", ["--out", "{tmp}/plot.svg"],
      "--out must name a .png file, not '{tmp}/plot.svg'"),
 ])
