@@ -7,7 +7,9 @@
 For each configuration and dataset it prints the FPGA decode cost per token at which the
 ``heteroreason`` mode's mean latency equals each GPU-only mode's, and plots the latency against
 the FPGA's ms/token with the GPU draft, the artifact's U280 and this project's calibrated
-boards marked (OUT, a .png). Bad input exits with status 2.
+boards marked (OUT, a .png). With ``--ingest-scales`` it also prints the ``heteroreason``
+latency with the FPGA's ingest cost per token scaled (what a batched shadow ingest would buy).
+Bad input exits with status 2.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from pathlib import Path
 from heteroreason.model.experiments.break_even import (
     DEFAULT_RANGE_MS,
     BreakEven,
+    IngestSensitivity,
     break_even_table,
+    ingest_sensitivity,
 )
 from heteroreason.model.experiments.plots import plot_break_even
 from heteroreason.model.experiments.report import format_table
@@ -65,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
                              f"{DEFAULT_RANGE_MS[1]:g})")
     parser.add_argument("--out", type=Path, default=Path("build/break_even/break_even.png"))
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--ingest-scales", nargs="+", type=float, default=[], metavar="SCALE",
+                        help="also replay heteroreason with the FPGA's ingest cost per token "
+                             "times each SCALE (e.g. 0.25 0)")
     args = parser.parse_args(argv)
+    bad = [s for s in args.ingest_scales if not 0 <= s < float("inf")]
+    if bad:
+        parser.error(f"--ingest-scales must be finite numbers >= 0, not {bad[0]:g}")
     low, high = args.range
     if not 0 < low < high < float("inf"):
         parser.error(f"--range must be two finite numbers 0 < LOW_MS < HIGH_MS, not "
@@ -89,12 +99,22 @@ def main(argv: list[str] | None = None) -> int:
             gpu_draft=args.gpu_draft,
             against=args.against, low_ms=low, high_ms=high,
             progress=lambda line: print(f"  {line}", file=sys.stderr))
+        ingest_rows = []
+        for config_name in args.configs if args.ingest_scales else ():
+            config = system_config(config_name, fpga=args.fpga, gpu_draft=args.gpu_draft)
+            for dataset in ordered_datasets(sets):
+                ingest_rows += ingest_sensitivity(sets[dataset], config, args.ingest_scales,
+                                                  dataset=dataset)
     except (TraceError, ScheduleError, ValueError) as exc:
         print(f"break_even: error: {exc}", file=sys.stderr)
         return 2
     print(f"FPGA draft: the {args.fpga} model with its decode ms/token varied in "
           f"[{low:g}, {high:g}]; break-even: heteroreason's mean latency equals the mode's")
     print(format_table(BreakEven.HEADER, [r.cells() for r in rows]))
+    if ingest_rows:
+        print(f"shadow ingest: heteroreason with the {args.fpga} model's ingest cost per token "
+              f"scaled (its KV term kept); change against the model as it is")
+        print(format_table(IngestSensitivity.HEADER, [r.cells() for r in ingest_rows]))
     if not args.no_plot:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         plot_break_even(panels, marks, args.out)

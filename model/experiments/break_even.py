@@ -11,6 +11,11 @@ cost at which ``heteroreason``'s mean latency is no longer than the other mode's
 does not fall as the draft slows (``tests/model/experiments/test_break_even.py`` checks it on
 a grid). A break-even outside the range is reported as such (the FPGA is slower even at
 ``low_ms``, or faster even at ``high_ms``), never clamped to the range's ends.
+
+:func:`ingest_sensitivity` asks the same question of the shadow ingest: ``heteroreason``'s mean
+latency with the FPGA's ingest cost per token (the weight pass: its per-token term and its
+floor) scaled, what a batched ingest that streams the weights once for several tokens would buy
+(each token's attention, the KV term, is kept).
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from heteroreason.model.system.config import Mode, SystemConfig, system_config
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.workload.traces import ProblemTrace
 
-__all__ = ["BreakEven", "Crossing", "break_even", "break_even_table", "break_evens",
-           "heteroreason_latency_s", "latency_grid_ms", "with_fpga_ms"]
+__all__ = ["BreakEven", "Crossing", "IngestSensitivity", "break_even", "break_even_table",
+           "break_evens", "heteroreason_latency_s", "ingest_sensitivity", "latency_grid_ms",
+           "with_fpga_ms", "with_ingest_scaled"]
 
 DEFAULT_RANGE_MS = (0.05, 100.0)
 DEFAULT_TOLERANCE_MS = 0.01
@@ -187,6 +193,61 @@ def break_even_table(sets: dict[str, Sequence[ProblemTrace]], configs: Sequence[
                 progress(f"{config_name} {dataset}: {len(curve)} replays of "
                          f"{len(traces)} problems")
     return rows, panels
+
+
+@dataclass(frozen=True)
+class IngestSensitivity:
+    """``heteroreason``'s mean latency with the FPGA's ingest cost per token scaled by
+    ``ingest_scale`` (``ingest_ms_per_token``: the scaled cost of a token at context 0), and its
+    change from the unscaled one."""
+
+    config: str
+    dataset: str
+    ingest_scale: float
+    ingest_ms_per_token: float
+    latency_s: float
+    change_pct: float
+
+    HEADER = ("config", "dataset", "ingest scale", "ingest ms/token (ctx 0)", "latency s",
+              "change %")
+
+    def cells(self) -> list[str]:
+        return [self.config, self.dataset, f"{self.ingest_scale:g}",
+                f"{self.ingest_ms_per_token:.3f}", f"{self.latency_s:.4f}",
+                f"{self.change_pct:+.3f}"]
+
+
+def with_ingest_scaled(config: SystemConfig, scale: float) -> SystemConfig:
+    """``config`` with its FPGA's ingest cost per token and its ingest floor times ``scale``
+    (a model without an ingest cost of its own ingests at its decode cost: that is scaled),
+    everything else kept."""
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or \
+            not math.isfinite(scale) or scale < 0:
+        raise ValueError(f"ingest scale must be a finite number >= 0, not {scale!r}")
+    fpga = config.fpga
+    per_token = fpga.decode_ms_per_token if fpga.ingest_ms_per_token is None \
+        else fpga.ingest_ms_per_token
+    fpga = replace(fpga, name=f"{fpga.name}@ingest x{scale:g}",
+                   ingest_ms_per_token=per_token * scale,
+                   ingest_floor_ms_per_token=fpga.ingest_floor_ms_per_token * scale,
+                   source=f"{fpga.source}; ingest per token x{scale:g}")
+    return replace(config, fpga=fpga)
+
+
+def ingest_sensitivity(traces: Sequence[ProblemTrace], config: SystemConfig,
+                       scales: Sequence[float], *, dataset: str = ""
+                       ) -> list[IngestSensitivity]:
+    """:class:`IngestSensitivity` at each of ``scales`` (the change against scale 1, the
+    configuration as it is, which is replayed too)."""
+    scaled = [with_ingest_scaled(config, scale) for scale in scales]  # bad scales refused first
+    base = simulate(traces, config, Mode.HETEROREASON, keep_runs=False).summary.latency_s
+    rows = []
+    for scale, variant in zip(scales, scaled, strict=True):
+        latency = simulate(traces, variant, Mode.HETEROREASON, keep_runs=False).summary.latency_s
+        rows.append(IngestSensitivity(config.name, dataset, float(scale),
+                                      variant.fpga.ingest_ms(1, 0), latency,
+                                      100 * (latency / base - 1)))
+    return rows
 
 
 def _crossing(excess, lo: float, hi: float, tolerance: float) -> float:

@@ -12,7 +12,9 @@ from heteroreason.model.experiments.break_even import (
     break_even,
     break_evens,
     heteroreason_latency_s,
+    ingest_sensitivity,
     latency_grid_ms,
+    with_ingest_scaled,
 )
 from heteroreason.model.system.config import Mode, system_config
 from heteroreason.model.system.simulate import simulate
@@ -120,7 +122,46 @@ def test_the_reproduction_prints_it_under_its_table(tmp_path, traces):
         ["config1", "math500", "t2"], ["config1", "math500", "baseline"]]
 
 
+def test_a_cheaper_ingest_never_slows_heteroreason(traces):
+    """The shadow ingest scaled: scale 1 is the configuration as it is, the latency does not
+    rise as the ingest gets cheaper, and the artifact's model (no ingest cost of its own:
+    it ingests at its decode cost) is scaled from its decode cost."""
+    rtl = system_config("config2", fpga="rtl-u280-300")
+    for config in (rtl, system_config("config2")):
+        rows = ingest_sensitivity(traces[:4], config, [1, 0.25, 0])
+        latencies = [r.latency_s for r in rows]
+        assert latencies == sorted(latencies, reverse=True)
+        assert rows[0].change_pct == 0.0 and rows[-1].change_pct < 0
+        base = simulate(traces[:4], config, Mode.HETEROREASON, keep_runs=False).summary
+        assert rows[0].latency_s == base.latency_s
+    fpga = with_ingest_scaled(CONFIG, 0.25).fpga
+    assert CONFIG.fpga.ingest_ms_per_token is None
+    assert fpga.ingest_ms(1, 0) == pytest.approx(0.25 * CONFIG.fpga.decode_ms_per_token +
+                                                 CONFIG.fpga.decode_ms_per_kv_token)
+    # the RTL model's floor scales with its per-token term; the KV term is kept
+    half = with_ingest_scaled(rtl, 0.5).fpga
+    assert half.ingest_floor_ms_per_token == 0.5 * rtl.fpga.ingest_floor_ms_per_token
+    assert half.decode_ms_per_kv_token == rtl.fpga.decode_ms_per_kv_token
+    for bad in (-0.5, float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="ingest scale must be a finite number >= 0, not"):
+            with_ingest_scaled(CONFIG, bad)
+
+
+def test_the_script_prints_the_ingest_table(tmp_path, traces):
+    path = tmp_path / "gsm8k.jsonl"
+    dump_traces(load_bundled("gsm8k")[:2], path)
+    proc = run("--traces", path, "--configs", "config2", "--no-plot", "--fpga", "rtl-u280-300",
+               "--against", "t2", "--ingest-scales", "1", "0.25")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.partition("shadow ingest")[2].splitlines()]
+    rows = [r for r in rows if r[:2] == ["config2", "gsm8k"]]
+    assert [r[2] for r in rows] == ["1", "0.25"] and float(rows[0][5]) == 0.0
+    assert float(rows[1][3]) == pytest.approx(0.25 * float(rows[0][3]), abs=0.002)
+    assert float(rows[1][4]) <= float(rows[0][4])
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--ingest-scales", "-1"], "--ingest-scales must be finite numbers >= 0, not -1"),
     (["--range", "5", "1"], "--range must be two finite numbers 0 < LOW_MS < HIGH_MS, not 5 1"),
     (["--range", "0", "1"], "--range must be two finite numbers"),
     (["--out", "{tmp}/plot.svg"], "--out must name a .png file, not '{tmp}/plot.svg'"),
