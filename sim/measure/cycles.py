@@ -61,17 +61,23 @@ def decoder_top_params(preset: str, params: DecoderParams, *, seed: int = 1) -> 
 def measure_token_cycles(preset: str, params: DecoderParams, positions: Sequence[int], *,
                          latency: int = 0, stall: float = 0.0, waves: bool = False,
                          seed: int = 1, cxx_opt: str | None = None,
-                         shared_kv_ports: bool = True) -> TokenMeasurement:
+                         shared_kv_ports: bool = True,
+                         weight_ports: Sequence[tuple[int, float]] = (),
+                         port_fifo_depth: int = 8) -> TokenMeasurement:
     """Time one decode token at each of ``positions`` (memory ``latency`` cycles, a beat
     skipped with probability ``stall``; an external KV cache's key and value rows on one set of
-    ports with ``shared_kv_ports``, as the memory plan places them); raises
+    ports with ``shared_kv_ports``, as the memory plan places them; the weights striped over
+    ``weight_ports``, ``(latency, stall)`` each, ``port_fifo_depth`` slices ahead at most, when
+    it names any: ``latency`` and ``stall`` then apply to the other streams); raises
     :class:`MeasurementError` if the run fails.
     ``cxx_opt`` is the Verilator model's C++ optimization (:func:`.run_cocotb`): the cycles do
     not depend on it, the build and simulation times do."""
     with tempfile.TemporaryDirectory() as tmp:
         out, log = Path(tmp) / "timing.json", Path(tmp) / "sim.log"
         stimulus = Stimulus(positions=tuple(positions), latency=latency, stall=stall,
-                            result=str(out), shared_kv_ports=shared_kv_ports)
+                            result=str(out), shared_kv_ports=shared_kv_ports,
+                            weight_ports=tuple(weight_ports),
+                            port_fifo_depth=port_fifo_depth)
         result = run_cocotb("decoder_core", "heteroreason.sim.verify.tb.core_tb",
                             params=decoder_top_params(preset, params, seed=seed),
                             testcase="token_timing", seed=1, waves=waves, log_file=log,

@@ -40,6 +40,9 @@ class Stimulus:
         The weight stream split byte-wise over HBM ports, each ``(latency, stall)`` of its own
         (:class:`~heteroreason.sim.verify.tb.hbm.StripedChannel`); empty: one port with
         ``latency`` and ``stall``.
+    port_fifo_depth
+        With ``weight_ports``: the slices each port may deliver ahead of the slowest (its FIFO
+        in front of the beat's assembly).
     shared_kv_ports
         An external KV cache's key and value rows on one set of ports, served in request order
         (:class:`~heteroreason.sim.verify.tb.hbm.SharedRows`, as :func:`~heteroreason.model.
@@ -60,6 +63,7 @@ class Stimulus:
     idle: float = 0.0
     backpressure: float = 0.0
     weight_ports: tuple[tuple[int, float], ...] = ()
+    port_fifo_depth: int = 8
     shared_kv_ports: bool = True
     scenario: Mapping | None = None
     cosim: Mapping | None = None
@@ -67,6 +71,10 @@ class Stimulus:
     result: str | None = None
 
     def __post_init__(self):
+        if isinstance(self.port_fifo_depth, bool) or not isinstance(self.port_fifo_depth, int) \
+                or self.port_fifo_depth < 1:
+            raise ValueError(f"stimulus port_fifo_depth must be an integer >= 1, not "
+                             f"{self.port_fifo_depth!r}")
         for name in ("random_events", "mvu_jobs", "draft", "latency"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -137,6 +137,19 @@ def test_bench_decoder_reports_utilization():
         proc.stderr
     proc = run("bench_decoder.py", "--latency", "-1")
     assert proc.returncode == 2 and "--latency must be a non-negative integer" in proc.stderr
+    # the weights on a board's memory plan: the tiny core's 8-byte stream fits one U280 port,
+    # which carries a beat a cycle: the memory's rate is a beat
+    proc = run("bench_decoder.py", "--config", "tiny", "--context", "40", "--board", "u280-300")
+    assert proc.returncode == 0, proc.stderr
+    assert "tiny on u280-300's memory plan: params: 9 B/beat over 1 x 256-bit port" in proc.stderr
+    row = next(line.split() for line in proc.stdout.splitlines()
+               if line.split()[:1] == ["tiny"])
+    assert float(row[7]) == float(row[8])
+    proc = run("bench_decoder.py", "--board", "u280-300", "--stall", "0.2")
+    assert proc.returncode == 2 and "--stall and --board exclude each other" in proc.stderr
+    proc = run("bench_decoder.py", "--board", "u280-300", "--port-fifo", "0")
+    assert proc.returncode == 2 and "--port-fifo must be a positive integer, not 0" in \
+        proc.stderr
 
 
 def test_cosim_brsd_rejects_bad_arguments(tmp_path):

@@ -47,16 +47,18 @@ def build_reference_core() -> DecoderCore:
 
 def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float,
                  weight_ports: tuple = (), unwritten_kv_reads_zero: bool = False,
-                 shared_kv_ports: bool = False):
+                 shared_kv_ports: bool = False, port_fifo_depth: int = 8):
     """The weight and parameter channels of the HBM model for ``core``'s schedule (the weights
-    striped over ``weight_ports`` when it names any), and the KV memory when the core keeps its
+    striped over ``weight_ports`` when it names any, each ``port_fifo_depth`` slices ahead at
+    most), and the KV memory when the core keeps its
     cache outside (else None; its key and value rows on one set of ports with
     ``shared_kv_ports``)."""
     addr_bits = Shape.cast(core.wreq.payload.shape()["addr"].shape).width
     image = packed_weight_beats(core.schedule, core.stream_bytes)
     if weight_ports:
         weights = StripedChannel(dut, "wreq", "wdata", image, beat_bytes=core.stream_bytes,
-                                 ports=weight_ports, addr_bits=addr_bits, rng=rng)
+                                 ports=weight_ports, addr_bits=addr_bits, rng=rng,
+                                 fifo_depth=port_fifo_depth)
     else:
         weights = HbmChannel(dut, "wreq", "wdata", image, addr_bits=addr_bits, rng=rng,
                              latency=latency, stall=stall)
@@ -82,7 +84,7 @@ class CoreTB(TbBase):
         self.weights, self.params, self.kv = hbm_channels(
             dut, self.core, rng, latency=knobs.latency, stall=knobs.stall,
             weight_ports=knobs.weight_ports, unwritten_kv_reads_zero=name == "token_timing",
-            shared_kv_ports=knobs.shared_kv_ports)
+            shared_kv_ports=knobs.shared_kv_ports, port_fifo_depth=knobs.port_fifo_depth)
         token_layout = self.core.token.payload.shape()
         sample_layout = self.core.sample.payload.shape()
         self.token = StreamSource(dut, "token", token_layout, rng=rng,

@@ -34,7 +34,8 @@ class EngineTB(TbBase):
         knobs = stimulus()
         self.weights, self.params, self.kv = hbm_channels(
             dut, core, rng, latency=knobs.latency, stall=knobs.stall,
-            weight_ports=knobs.weight_ports, shared_kv_ports=knobs.shared_kv_ports)
+            weight_ports=knobs.weight_ports, shared_kv_ports=knobs.shared_kv_ports,
+            port_fifo_depth=knobs.port_fifo_depth)
         layouts = {n: self.engine.signature.members[n].signature.members["payload"].shape
                    for n in ("host", "draft_out", "submit")}
         self.host = StreamSource(dut, "host", layouts["host"], rng=rng,

@@ -126,3 +126,6 @@ def test_bad_stimulus_knobs():
         Stimulus(stall=1.5)
     with pytest.raises(ValueError, match=r"^stimulus weight_ports must be \(latency >= 0, "):
         Stimulus(weight_ports=((-1, 0.0),))
+    with pytest.raises(ValueError, match=r"^stimulus port_fifo_depth must be an integer >= 1, "
+                                         r"not 0$"):
+        Stimulus(port_fifo_depth=0)
