@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from amaranth.back import verilog
+import amaranth
+from amaranth.back import rtlil, verilog
 from amaranth.hdl import Shape, UnusedElaboratable
 from amaranth.lib import wiring
 
@@ -39,6 +42,9 @@ __all__ = [
     "verilog_text",
     "write_verilog",
 ]
+
+# the Amaranth backend patched by ``_zero_memory_init_omitted``: one export at a time
+_EMITTER_LOCK = threading.Lock()
 
 
 class ExportError(ValueError):
@@ -230,14 +236,48 @@ def verilog_text(top: str, params: Mapping[str, int | str] | None = None) -> str
 
 
 def export_verilog(top: str, out_dir: Path,
-                   params: Mapping[str, int | str] | None = None) -> Path:
-    """Write ``out_dir/<top>.v`` (left untouched when already identical) and return its path."""
-    return write_verilog(build_top(top, params), top, out_dir)
+                   params: Mapping[str, int | str] | None = None, *,
+                   omit_zero_memory_init: bool = False) -> Path:
+    """Write ``out_dir/<top>.v`` (left untouched when already identical) and return its path
+    (``omit_zero_memory_init``: see :func:`write_verilog`)."""
+    return write_verilog(build_top(top, params), top, out_dir,
+                         omit_zero_memory_init=omit_zero_memory_init)
 
 
-def write_verilog(component: wiring.Component, name: str, out_dir: Path) -> Path:
-    """Write ``component`` as module ``name`` to ``out_dir/<name>.v`` (kept if identical)."""
-    text = verilog.convert(component, name=name, emit_src=False)
+@contextlib.contextmanager
+def _zero_memory_init_omitted() -> Iterator[None]:
+    """Amaranth writes every memory's initial contents, all zeros included, as one constant of
+    depth x width bits: 58.7 Mbit for the U280 design's weight buffer, about 70 s of Python and
+    minutes of Yosys for contents no simulator needs (Verilator zeroes what is not
+    initialized). Inside this context a memory whose contents are all zeros gets none."""
+    emitter = getattr(rtlil, "ModuleEmitter", None)
+    original = getattr(emitter, "emit_memory", None)
+    if original is None:
+        raise ExportError(f"this Amaranth ({amaranth.__version__}) has no "
+                          "amaranth.back.rtlil.ModuleEmitter.emit_memory to leave zero "
+                          "contents out of; export without omit_zero_memory_init")
+
+    def emit_memory(self, cell_idx, cell):
+        if any(cell.init):
+            original(self, cell_idx, cell)
+
+    with _EMITTER_LOCK:
+        emitter.emit_memory = emit_memory
+        try:
+            yield
+        finally:
+            emitter.emit_memory = original
+
+
+def write_verilog(component: wiring.Component, name: str, out_dir: Path, *,
+                  omit_zero_memory_init: bool = False) -> Path:
+    """Write ``component`` as module ``name`` to ``out_dir/<name>.v`` (kept if identical).
+
+    With ``omit_zero_memory_init`` a memory whose initial contents are all zeros is written
+    without them (for Verilator, which zeroes uninitialized state; not for Icarus, which starts
+    it at x, nor for synthesis)."""
+    with _zero_memory_init_omitted() if omit_zero_memory_init else contextlib.nullcontext():
+        text = verilog.convert(component, name=name, emit_src=False)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.v"

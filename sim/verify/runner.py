@@ -175,7 +175,9 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
         with _locked(build_dir):
             if not _built(build_dir, top, tools.name, key):
                 (build_dir / BUILD_STAMP).unlink(missing_ok=True)
-                source = export_verilog(top, build_dir, params)
+                # Verilator zeroes uninitialized memories, Icarus starts them at x
+                source = export_verilog(top, build_dir, params,
+                                        omit_zero_memory_init=tools.name == "verilator")
                 runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir,
                              waves=waves, timescale=("1ns", "1ps"),
                              build_args=build_args,

@@ -128,3 +128,50 @@ def test_cli_reports_a_yosys_that_cannot_run(tmp_path):
                       str(tmp_path / "no-such-yosys"))
     assert proc.returncode == 1
     assert "synthesis failed: cannot run" in proc.stderr and "no-such-yosys" in proc.stderr
+
+
+class _TwoMemories:
+    """A memory written at run time (initial contents all zeros) beside a table (contents of its
+    own)."""
+
+    @staticmethod
+    def build():
+        from amaranth.hdl import Module, unsigned
+        from amaranth.lib import memory, wiring
+        from amaranth.lib.wiring import In, Out
+
+        class TwoMemories(wiring.Component):
+            def __init__(self):
+                super().__init__({"addr": In(2), "wdata": In(8), "we": In(1), "zout": Out(8),
+                                  "tout": Out(8)})
+
+            def elaborate(self, platform):
+                m = Module()
+                m.submodules.zeros = zeros = memory.Memory(shape=unsigned(8), depth=4, init=[])
+                m.submodules.table = table = memory.Memory(shape=unsigned(8), depth=4,
+                                                           init=[3, 5, 7, 9])
+                write, read, lookup = zeros.write_port(), zeros.read_port(), table.read_port()
+                m.d.comb += [write.addr.eq(self.addr), write.data.eq(self.wdata),
+                             write.en.eq(self.we), read.addr.eq(self.addr),
+                             self.zout.eq(read.data), lookup.addr.eq(self.addr),
+                             self.tout.eq(lookup.data)]
+                return m
+
+        return TwoMemories()
+
+
+def test_a_simulation_export_leaves_out_only_zero_memory_contents(tmp_path):
+    from amaranth.back import rtlil, verilog
+
+    from heteroreason.sim.flow.export import write_verilog
+
+    emit = rtlil.ModuleEmitter.emit_memory
+    full = write_verilog(_TwoMemories.build(), "full", tmp_path).read_text()
+    assert full == verilog.convert(_TwoMemories.build(), name="full", emit_src=False)
+    assert re.search(r"zeros\[0\] = 8'h00;", full) and re.search(r"table \[0\] = 8'h03;", full)
+    lean = write_verilog(_TwoMemories.build(), "lean", tmp_path,
+                         omit_zero_memory_init=True).read_text()
+    assert not re.search(r"zeros\[\d\] = ", lean), "the zero memory's contents were written"
+    for k, value in enumerate((3, 5, 7, 9)):
+        assert f"table [{k}] = 8'h{value:02x};" in lean
+    assert rtlil.ModuleEmitter.emit_memory is emit  # the backend is left as it was
