@@ -16,9 +16,9 @@ def exports(monkeypatch):
     calls = []
     real = runner.export_verilog
 
-    def counting(top, out_dir, params):
+    def counting(top, out_dir, params, **options):
         calls.append(top)
-        return real(top, out_dir, params)
+        return real(top, out_dir, params, **options)
 
     monkeypatch.setattr(runner, "export_verilog", counting)
     return calls
