@@ -20,6 +20,7 @@ from amaranth.hdl import Shape
 from heteroreason.model.numerics.qwen2_int8 import IntDecoder
 from heteroreason.rtl.decoder.core import DecoderCore
 from heteroreason.sim.flow.export import decoder_params, seeded_model
+from heteroreason.sim.verify.plan import Stimulus
 from heteroreason.sim.verify.tb.common import TbBase, plan, seeded_rng, stimulus
 from heteroreason.sim.verify.tb.hbm import (
     HbmChannel,
@@ -45,20 +46,20 @@ def build_reference_core() -> DecoderCore:
     return DecoderCore(model=model, params=params)
 
 
-def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float,
-                 weight_ports: tuple = (), unwritten_kv_reads_zero: bool = False,
-                 shared_kv_ports: bool = False, port_fifo_depth: int = 8):
-    """The weight and parameter channels of the HBM model for ``core``'s schedule (the weights
-    striped over ``weight_ports`` when it names any, each ``port_fifo_depth`` slices ahead at
-    most), and the KV memory when the core keeps its
-    cache outside (else None; its key and value rows on one set of ports with
-    ``shared_kv_ports``)."""
+def hbm_channels(dut, core: DecoderCore, rng, knobs: Stimulus, *,
+                 unwritten_kv_reads_zero: bool = False):
+    """The weight and parameter channels of the HBM model for ``core``'s schedule, and the KV
+    memory when the core keeps its cache outside (else None), as the stimulus ``knobs`` set
+    them: ``latency`` and ``stall`` on every stream, the weights striped over ``weight_ports``
+    (each ``port_fifo_depth`` slices ahead at most) when it names any, the key and value rows
+    on one set of ports with ``shared_kv_ports``."""
+    latency, stall = knobs.latency, knobs.stall
     addr_bits = Shape.cast(core.wreq.payload.shape()["addr"].shape).width
     image = packed_weight_beats(core.schedule, core.stream_bytes)
-    if weight_ports:
+    if knobs.weight_ports:
         weights = StripedChannel(dut, "wreq", "wdata", image, beat_bytes=core.stream_bytes,
-                                 ports=weight_ports, addr_bits=addr_bits, rng=rng,
-                                 fifo_depth=port_fifo_depth)
+                                 ports=knobs.weight_ports, addr_bits=addr_bits, rng=rng,
+                                 fifo_depth=knobs.port_fifo_depth)
     else:
         weights = HbmChannel(dut, "wreq", "wdata", image, addr_bits=addr_bits, rng=rng,
                              latency=latency, stall=stall)
@@ -70,7 +71,7 @@ def hbm_channels(dut, core: DecoderCore, rng, *, latency: int, stall: float,
         rows = len(core.model.layers) * c.kv_heads * c.max_context
         kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng, latency=latency,
                       stall=stall, unwritten_reads_zero=unwritten_kv_reads_zero,
-                      shared=shared_kv_ports)
+                      shared=knobs.shared_kv_ports)
     return weights, params, kv
 
 
@@ -82,9 +83,7 @@ class CoreTB(TbBase):
         self.model = self.core.model
         knobs = stimulus()
         self.weights, self.params, self.kv = hbm_channels(
-            dut, self.core, rng, latency=knobs.latency, stall=knobs.stall,
-            weight_ports=knobs.weight_ports, unwritten_kv_reads_zero=name == "token_timing",
-            shared_kv_ports=knobs.shared_kv_ports, port_fifo_depth=knobs.port_fifo_depth)
+            dut, self.core, rng, knobs, unwritten_kv_reads_zero=name == "token_timing")
         token_layout = self.core.token.payload.shape()
         sample_layout = self.core.sample.payload.shape()
         self.token = StreamSource(dut, "token", token_layout, rng=rng,

@@ -32,10 +32,7 @@ class EngineTB(TbBase):
         self.engine = DraftEngine(model=self.model, params=params, capacity=param("capacity"))
         core = self.engine.core
         knobs = stimulus()
-        self.weights, self.params, self.kv = hbm_channels(
-            dut, core, rng, latency=knobs.latency, stall=knobs.stall,
-            weight_ports=knobs.weight_ports, shared_kv_ports=knobs.shared_kv_ports,
-            port_fifo_depth=knobs.port_fifo_depth)
+        self.weights, self.params, self.kv = hbm_channels(dut, core, rng, knobs)
         layouts = {n: self.engine.signature.members[n].signature.members["payload"].shape
                    for n in ("host", "draft_out", "submit")}
         self.host = StreamSource(dut, "host", layouts["host"], rng=rng,
