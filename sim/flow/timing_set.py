@@ -35,6 +35,9 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("mvu", {"lanes": 896, "max_beats": 6, "max_rows": 151936}),
         # and the U280 design's four rows a beat of 448 (1,792 MACs)
         ("mvu", {"lanes": 448, "max_beats": 11, "max_rows": 37984, "rows_per_beat": 4}),
+        # and four vectors a beat (batched ingest), two a DSP: one row a beat stands for the
+        # design's four (each row is a copy of the same paths; four make the netlist 4x)
+        ("mvu", {"lanes": 448, "max_beats": 11, "max_rows": 151936, "vectors": 4}),
         # one gain a cycle, the designs' 4 (U280) and 8 (V80), and 16 and 32 (the DSP slope)
         ("rmsnorm", {"max_length": 896, "width": 32}),
         ("rmsnorm", {"max_length": 896, "width": 32, "gains": 4}),

@@ -8,9 +8,10 @@ import pytest
 from amaranth.sim import Simulator
 
 from heteroreason.model.numerics.qwen2_int8 import quant_multiplier, requant
-from heteroreason.rtl.decoder.mvu import MatVecUnit, OutBits
+from heteroreason.rtl.decoder.mvu import PACKED_LOW_BITS, MatVecUnit, OutBits
 from heteroreason.rtl.decoder.weight_schedule import linear_schedule
 from heteroreason.sim.verify.amaranth_run import run_until_done
+from heteroreason.sim.verify.mvu_model import VectorBuffers
 
 BITS = {OutBits.INT8: 8, OutBits.INT16: 16, OutBits.INT32: 32}
 
@@ -60,6 +61,57 @@ def results_of(value, k):
     return [int(value)] if k == 1 else [int(value[j]) for j in range(k)]
 
 
+async def feed_vector(ctx, dut, x, beats: int, stall: random.Random | None = None):
+    """Vector ``x`` on ``vec``, ``beats`` beats of the unit's lanes (zeros past its end), with
+    random gaps when ``stall`` is given."""
+    lanes = dut.lanes
+    padded = np.zeros(beats * lanes, dtype=np.int64)
+    padded[:len(x)] = x
+    for b in range(beats):
+        while stall is not None and stall.random() < 0.15:
+            ctx.set(dut.vec.valid, 0)
+            await ctx.tick()
+        ctx.set(dut.vec.payload, [int(v) for v in padded[b * lanes:(b + 1) * lanes]])
+        ctx.set(dut.vec.valid, 1)
+        await ctx.tick().until(dut.vec.ready)
+    ctx.set(dut.vec.valid, 0)
+
+
+async def feed_rows(ctx, dut, sched, stall: random.Random):
+    """A job's row parameters and weight beats, with random gaps in both streams; a group's
+    parameters are offered with its first weight beat and taken no later."""
+    beat = 0
+    for g in range(sched.groups):
+        while stall.random() < 0.1:  # a gap in the parameter stream
+            await ctx.tick()
+        set_params(ctx, dut, sched, g)
+        ctx.set(dut.rowparam.valid, 1)
+        for _ in range(sched.beats_per_row):
+            while stall.random() < 0.2:  # random gaps in the weight stream
+                ctx.set(dut.weights.valid, 0)
+                await ctx.tick()
+            ctx.set(dut.weights.payload, [int(v) for v in sched.beats[beat]])
+            ctx.set(dut.weights.valid, 1)
+            await ctx.tick().until(dut.weights.ready)
+            ctx.set(dut.rowparam.valid, 0)
+            beat += 1
+        ctx.set(dut.weights.valid, 0)
+
+
+async def collect_results(ctx, dut, count: int, per_beat: int, stall: random.Random):
+    """``count`` results from ``out`` (``per_beat`` a beat) under random backpressure, each
+    beat's ``last`` checked against the job's end."""
+    got = []
+    while len(got) < count:
+        ctx.set(dut.out.ready, int(stall.random() >= 0.3))
+        _, _, valid, ready, value, last = await ctx.tick().sample(
+            dut.out.valid, dut.out.ready, dut.out.payload.value, dut.out.payload.last)
+        if valid and ready:
+            got += results_of(value, per_beat)
+            assert bool(last) == (len(got) == count)
+    return got
+
+
 @pytest.mark.parametrize("lanes, k, seed", [(4, 1, 1), (8, 1, 2), (16, 1, 3), (4, 2, 11),
                                             (8, 4, 12), (1, 3, 13)])
 def test_random_jobs_match_the_reference(lanes, k, seed):
@@ -84,42 +136,13 @@ def test_random_jobs_match_the_reference(lanes, k, seed):
             ctx.set(dut.cmd.valid, 1)
             await ctx.tick().until(dut.cmd.ready)
             ctx.set(dut.cmd.valid, 0)
-            padded = np.zeros(sched.beats_per_row * lanes, dtype=np.int64)
-            padded[:x.size] = x
-            for b in range(0 if again else sched.beats_per_row):
-                ctx.set(dut.vec.payload, [int(v) for v in padded[b * lanes:(b + 1) * lanes]])
-                ctx.set(dut.vec.valid, 1)
-                await ctx.tick().until(dut.vec.ready)
-            ctx.set(dut.vec.valid, 0)
-            beat = 0
-            for g in range(sched.groups):
-                while stall.random() < 0.1:  # a gap in the parameter stream
-                    await ctx.tick()
-                set_params(ctx, dut, sched, g)
-                ctx.set(dut.rowparam.valid, 1)
-                for _ in range(sched.beats_per_row):
-                    while stall.random() < 0.2:  # random gaps in the weight stream
-                        ctx.set(dut.weights.valid, 0)
-                        await ctx.tick()
-                    ctx.set(dut.weights.payload, [int(v) for v in sched.beats[beat]])
-                    ctx.set(dut.weights.valid, 1)
-                    await ctx.tick().until(dut.weights.ready)
-                    # the group's parameters are taken no later than its first weight beat
-                    ctx.set(dut.rowparam.valid, 0)
-                    beat += 1
-                ctx.set(dut.weights.valid, 0)
+            if not again:
+                await feed_vector(ctx, dut, x, sched.beats_per_row)
+            await feed_rows(ctx, dut, sched, stall)
 
     async def monitor(ctx):
         for _, _, _, expected in jobs:
-            got = []
-            while len(got) < len(expected):
-                ctx.set(dut.out.ready, int(stall.random() >= 0.3))
-                _, _, valid, ready, value, last = await ctx.tick().sample(
-                    dut.out.valid, dut.out.ready, dut.out.payload.value, dut.out.payload.last)
-                if valid and ready:
-                    got += results_of(value, k)
-                    assert bool(last) == (len(got) == len(expected))
-            results.append(got)
+            results.append(await collect_results(ctx, dut, len(expected), k, stall))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -160,22 +183,23 @@ def one_beat_rows(rng, rows, lanes):
 
 
 async def feed_one_beat_rows(ctx, dut, w, x, bias, mult, shift):
-    """A job of one-beat rows (``w``'s rows against ``x``, 16-bit results) in groups of the
-    unit's ``rows_per_beat``, each group's weight beat offered with its parameters as soon as
-    the unit takes the previous one."""
-    k = dut.rows_per_beat
-    sched = linear_schedule(w, lanes=len(x), bias=bias, multiplier=mult, shift=shift,
+    """A job of one-beat rows (``w``'s rows against ``x``, 16-bit results; ``x`` a vector, or
+    one a row with several vectors a beat) in groups of the unit's ``rows_per_beat``, each
+    group's weight beat offered with its parameters as soon as the unit takes the previous
+    one."""
+    k, xs = dut.rows_per_beat, np.atleast_2d(x)
+    sched = linear_schedule(w, lanes=xs.shape[1], bias=bias, multiplier=mult, shift=shift,
                             rows_per_beat=k)
     ctx.set(dut.cmd.payload.rows, sched.groups)
     ctx.set(dut.cmd.payload.beats, 1)
     ctx.set(dut.cmd.payload.out_bits, OutBits.INT16)
+    if dut.vectors > 1:
+        ctx.set(dut.cmd.payload.vectors, len(xs))
     ctx.set(dut.cmd.valid, 1)
     await ctx.tick().until(dut.cmd.ready)
     ctx.set(dut.cmd.valid, 0)
-    ctx.set(dut.vec.payload, [int(v) for v in x])
-    ctx.set(dut.vec.valid, 1)
-    await ctx.tick().until(dut.vec.ready)
-    ctx.set(dut.vec.valid, 0)
+    for vector in xs:
+        await feed_vector(ctx, dut, vector, 1)
     for g in range(sched.groups):
         set_params(ctx, dut, sched, g)
         ctx.set(dut.rowparam.valid, 1)
@@ -195,6 +219,15 @@ def test_latency_and_throughput_are_the_documented_ones(lanes, k):
     dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=groups, rows_per_beat=k)
     rng = np.random.default_rng(lanes)
     w, x, bias, mult, shift, expected = one_beat_rows(rng, groups * k, lanes)
+    left = assert_back_to_back(dut, w, x, bias, mult, shift, groups)
+    assert [v for values in left for v in values] == expected
+
+
+def assert_back_to_back(dut, w, x, bias, mult, shift, groups: int):
+    """Feed one-beat row groups with ``out`` always ready; check every weight beat is taken the
+    cycle after the one before, and every group's results leave ``result_latency`` cycles
+    after its beat. Returns each group's results."""
+    per_beat = dut.rows_per_beat * dut.vectors
     taken, left = [], []
 
     async def driver(ctx):
@@ -209,18 +242,18 @@ def test_latency_and_throughput_are_the_documented_ones(lanes, k):
             if wv and wr:
                 taken.append(cycle)
             if ov:
-                left.append((cycle, results_of(value, k)))
+                left.append((cycle, results_of(value, per_beat)))
             cycle += 1
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
-    sim.run_until(1e-8 * 2000)
-    assert [v for _, values in left for v in values] == expected
+    sim.run_until(1e-8 * (groups + 20 * len(np.atleast_2d(x)) + 200))
     assert taken == list(range(taken[0], taken[0] + groups)), "a beat waited"
     assert [c - t for (c, _), t in zip(left, taken, strict=True)] == \
         [dut.result_latency] * groups
+    return [values for _, values in left]
 
 
 @pytest.mark.parametrize("seed", [5, 6])
@@ -284,3 +317,129 @@ def test_interleaved_beats_hold_each_rows_beat_side_by_side():
                     c = b * lanes + i
                     want = w[g * k + j, c] if c < cols else 0
                     assert sched.beats[g * per_row + b, j * lanes + i] == want
+
+
+def batched_values(rng, shape, extremes: bool):
+    """Random int8 values; with ``extremes``, only the corners of the packed products' range."""
+    if extremes:
+        return rng.choice(np.array([-128, -127, -1, 0, 1, 126, 127]), shape)
+    return rng.integers(-128, 128, shape)
+
+
+@pytest.mark.parametrize("lanes, k, vectors, seed", [(4, 1, 2, 21), (8, 2, 3, 22),
+                                                     (4, 2, 4, 23), (1, 1, 5, 24)])
+def test_batched_jobs_match_the_reference(lanes, k, vectors, seed):
+    """Random jobs on ``vectors`` vectors a weight beat: each loads 1 to ``vectors`` of them or
+    reuses the buffers; weights and vectors sometimes only at the extremes of int8 (the packed
+    products' borrow at its edges); random gaps on every input and backpressure on ``out``.
+    Every vector's results are checked, those of stale buffers too."""
+    max_groups, max_beats = 8 // k, 8
+    max_cols = min(30, max_beats * lanes)
+    dut = MatVecUnit(lanes=lanes, max_beats=max_beats, max_rows=max_groups, rows_per_beat=k,
+                     vectors=vectors)
+    assert dut.vectors == vectors
+    rng = np.random.default_rng(seed)
+    stall = random.Random(seed)
+    model = VectorBuffers(vectors=vectors, max_beats=max_beats, lanes=lanes)
+    jobs = []
+    for _ in range(30):
+        extremes = rng.random() < 0.3
+        reuse = bool(jobs) and rng.random() < 0.25
+        cols = jobs[-1]["cols"] if reuse else int(rng.integers(1, max_cols + 1))
+        beats = -(-cols // lanes)
+        count = 0 if reuse else int(rng.integers(1, vectors + 1))
+        xs = [batched_values(rng, cols, extremes) for _ in range(count)]
+        rows = k * int(rng.integers(1, max_groups + 1))
+        w = batched_values(rng, (rows, cols), extremes)
+        bias = rng.integers(-2**20, 2**20, rows)
+        mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), rows)))
+        out_bits = OutBits(int(rng.integers(0, 3)))
+        model.load(xs, beats)
+        expected = model.results(w, bias, mult, shift, BITS[out_bits], beats, k)
+        jobs.append({"cols": cols, "beats": beats, "xs": xs, "reuse": reuse, "expected": expected,
+                     "out_bits": out_bits, "sched": linear_schedule(
+                         w, lanes=lanes, bias=bias, multiplier=mult, shift=shift,
+                         rows_per_beat=k)})
+    assert 3 < sum(job["reuse"] for job in jobs) < 20
+    results = []
+
+    async def driver(ctx):
+        for job in jobs:
+            sched = job["sched"]
+            ctx.set(dut.cmd.payload.rows, sched.groups)
+            ctx.set(dut.cmd.payload.beats, job["beats"])
+            ctx.set(dut.cmd.payload.out_bits, job["out_bits"])
+            ctx.set(dut.cmd.payload.reuse, job["reuse"])
+            ctx.set(dut.cmd.payload.vectors, len(job["xs"]))
+            ctx.set(dut.cmd.valid, 1)
+            await ctx.tick().until(dut.cmd.ready)
+            ctx.set(dut.cmd.valid, 0)
+            for x in job["xs"]:
+                await feed_vector(ctx, dut, x, job["beats"], stall)
+            await feed_rows(ctx, dut, sched, stall)
+
+    async def monitor(ctx):
+        for job in jobs:
+            results.append(await collect_results(ctx, dut, len(job["expected"]), vectors * k,
+                                                 stall))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(driver)
+    sim.add_testbench(monitor)
+    run_until_done(sim, lambda: len(results) == len(jobs), clock_period_s=1e-8,
+                   max_cycles=100_000)
+    assert len(results) == len(jobs), f"seed={seed}: only {len(results)} jobs finished"
+    for i, (job, got) in enumerate(zip(jobs, results, strict=True)):
+        assert got == job["expected"], f"seed={seed} job {i}"
+
+
+@pytest.mark.parametrize("lanes, k, vectors", [(8, 1, 2), (8, 2, 3), (64, 1, 4)])
+def test_batched_latency_and_throughput_are_the_documented_ones(lanes, k, vectors):
+    """With several vectors a beat, one-beat row groups still go back to back, one a cycle, and
+    each group's results leave ``result_latency`` cycles (two more than with one vector) after
+    its beat."""
+    groups = 24 // k
+    dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=groups, rows_per_beat=k,
+                     vectors=vectors)
+    assert dut.result_latency == MatVecUnit(lanes=lanes, max_beats=2, max_rows=groups,
+                                            rows_per_beat=k).result_latency + 2
+    rng = np.random.default_rng(lanes + vectors)
+    w = rng.integers(-127, 128, (groups * k, lanes))
+    xs = rng.integers(-128, 128, (vectors, lanes))
+    bias = rng.integers(-2**20, 2**20, groups * k)
+    mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), groups * k)))
+    per_vector = [requant(w @ x + bias, (mult, shift), 16) for x in xs]
+    expected = [[int(per_vector[v][g * k + j]) for v in range(vectors) for j in range(k)]
+                for g in range(groups)]
+    assert assert_back_to_back(dut, w, xs, bias, mult, shift, groups) == expected
+
+
+def test_vectors_is_validated_and_shapes_the_ports():
+    with pytest.raises(TypeError, match=r"^vectors must be a positive integer, not 0$"):
+        MatVecUnit(lanes=4, max_beats=4, max_rows=4, vectors=0)
+    with pytest.raises(TypeError, match=r"^vectors must be a positive integer, not True$"):
+        MatVecUnit(lanes=4, max_beats=4, max_rows=4, vectors=True)
+    one = MatVecUnit(lanes=4, max_beats=4, max_rows=4, rows_per_beat=2)
+    three = MatVecUnit(lanes=4, max_beats=4, max_rows=4, rows_per_beat=2, vectors=3)
+    assert "vectors" not in one.cmd.payload.shape().members
+    assert three.cmd.payload.shape().members["vectors"] == range(4)
+    assert three.out.payload.shape().members["value"].length == 6
+    assert three.weights.payload.shape() == one.weights.payload.shape()
+
+
+def test_the_packed_product_splits_exactly_over_every_int8_pair():
+    """The packing's arithmetic, naively over all of int8: ``w * (a * 2**18 + b)`` holds ``w * b``
+    in its low 18 bits (as a signed number) and ``w * a`` in its high bits once the low part's
+    sign is added back — for every weight and every pair of activations at the extremes, and
+    for every weight and activation against a fixed partner."""
+    low = PACKED_LOW_BITS
+    values = range(-128, 128)
+    for w in values:
+        for a in values:
+            for b in (-128, -1, 0, 1, 127, a):
+                both = w * ((a << low) + b)
+                low_part = both & ((1 << low) - 1)
+                low_part -= (1 << low) if low_part >> (low - 1) else 0
+                high = (both >> low) + ((both >> (low - 1)) & 1)
+                assert (high, low_part) == (w * a, w * b), (w, a, b)

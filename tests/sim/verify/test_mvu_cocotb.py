@@ -1,5 +1,5 @@
-"""The matrix-vector unit's cocotb bench on Verilator at three parallelism settings, one with four
-rows a weight beat."""
+"""The matrix-vector unit's cocotb bench on Verilator at four parallelism settings: one with four
+rows a weight beat, one with two rows and three vectors a weight beat (batched ingest)."""
 
 import re
 
@@ -8,13 +8,14 @@ import pytest
 from heteroreason.sim.verify.runner import run_cocotb
 
 
-@pytest.mark.parametrize("lanes, max_beats, rows_per_beat", [
-    pytest.param(4, 10, 1, marks=pytest.mark.slow), (16, 4, 1), (8, 5, 4)])
-def test_mvu(simulator, lanes, max_beats, rows_per_beat):
+@pytest.mark.parametrize("lanes, max_beats, rows_per_beat, vectors", [
+    pytest.param(4, 10, 1, 1, marks=pytest.mark.slow), (16, 4, 1, 1), (8, 5, 4, 1),
+    (8, 5, 2, 3)])
+def test_mvu(simulator, lanes, max_beats, rows_per_beat, vectors):
     result = run_cocotb("mvu", "heteroreason.sim.verify.tb.mvu_tb",
                         params={"lanes": lanes, "max_beats": max_beats, "max_rows": 16,
-                                "rows_per_beat": rows_per_beat},
-                        simulator=simulator, seed=lanes + rows_per_beat)
+                                "rows_per_beat": rows_per_beat, "vectors": vectors},
+                        simulator=simulator, seed=lanes + rows_per_beat + vectors)
     assert (result.tests, result.failed) == (2, 0)
     # the vector buffer starts at zeros: written out for Icarus (which starts memories at x),
     # left to Verilator (which zeroes them)
