@@ -10,8 +10,10 @@ tokens/s, the HBM roofline (weight and KV bytes per token over what the board's 
 sustain at its clock, :mod:`heteroreason.model.timing.fpga.hbm`; each board's memory plan is
 printed) and the fraction of it reached, and the speed-up over the paper's U280 line (the
 artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); the
-shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens; then
-what backs each
+shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens, token
+by token as the core does it and in batches of ``--ingest-batch`` through a matrix-vector unit of
+as many vectors a beat (a model of a batched core that is not built: the unit is, with its
+resources); then what backs each
 board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
 ms/token against context length.
 """
@@ -31,6 +33,8 @@ from heteroreason.model.timing.fpga.clock_basis import clock_basis, ecp5_basis
 from heteroreason.model.timing.fpga.hbm import weight_ceiling_bytes_per_s
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
+    batched_ingest_ms,
+    batched_ingest_resources,
     design_for,
     draft_ms_per_token,
     edge_gpu_ms_per_token,
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ingest-step", type=int, default=100,
                         help="tokens of the refined step whose shadow ingest is priced "
                              "(default 100)")
+    parser.add_argument("--ingest-batch", type=int, default=4,
+                        help="tokens a pass of the modelled batched ingest (default 4)")
     parser.add_argument("--out", type=Path, default=Path("build/predict_fpga.png"),
                         help="the plot, a .png file (default build/predict_fpga.png)")
     args = parser.parse_args(argv)
@@ -58,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--out must name a .png file, not {str(args.out)!r}")
     if args.ingest_step < 1:
         parser.error(f"--ingest-step must be a positive integer, not {args.ingest_step}")
+    if args.ingest_batch < 1:
+        parser.error(f"--ingest-batch must be a positive integer, not {args.ingest_batch}")
     config = qwen2_config(args.model)
     bad = [c for c in args.contexts if not 0 <= c < config.max_context]
     if bad:
@@ -123,16 +131,26 @@ def main(argv: list[str] | None = None) -> int:
           f"by token (each a pass over the weights, no LM head) against {args.ingest_step} "
           f"decode tokens, from the context given:")
     rows = []
+    batch = args.ingest_batch
     for b in args.boards:
         board = BOARDS[b]
         for context in args.contexts:
             span = range(context, min(context + args.ingest_step, config.max_context))
             ingest = sum(draft_ms_per_token(config, board, c, keep_logits=False) for c in span)
             decode = sum(draft_ms_per_token(config, board, c) for c in span)
+            batched = batched_ingest_ms(config, board, context, len(span), batch=batch)
             rows.append([b, context, len(span), f"{ingest:.1f}", f"{ingest / len(span):.3f}",
-                         f"{decode:.1f}", f"{decode / ingest:.2f}"])
+                         f"{decode:.1f}", f"{decode / ingest:.2f}", f"{batched:.1f}",
+                         f"{decode / batched:.2f}"])
     print(format_table(["board", "context", "tokens", "ingest ms", "ms/token", "decode ms",
-                        "decode / ingest"], rows))
+                        "decode / ingest", f"batched ingest ms (B={batch}, model)",
+                        "decode / batched"], rows))
+    print(f"  the batched ingest's matrix-vector unit ({batch} vectors a beat, two a DSP slice; "
+          f"the rest of the batched core not counted):")
+    for b, params in designs.items():
+        have, need = BOARDS[b].resources, batched_ingest_resources(config, params, batch)
+        print(f"    {b}: LUT {need.lut:,}/{have.lut:,}, FF {need.ff:,}/{have.ff:,}, DSP "
+              f"{need.dsp:,}/{have.dsp:,}: {'fits' if need.fits(have) else 'does NOT fit'}")
     print("clock basis (UltraScale+ -2 logic levels of the units at the U280 design's widths, "
           "model/timing/fpga/data/timing_evidence.json):")
     for b in args.boards:

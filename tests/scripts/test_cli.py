@@ -177,6 +177,13 @@ def test_predict_fpga_prints_the_projection(tmp_path):
         row = ingest[key]
         assert int(row[2]) == 100 and float(row[4]) < ms < float(row[5]) / 100 * 1.01
         assert float(row[6]) == pytest.approx(float(row[5]) / float(row[3]), abs=0.01)
+        # the modelled batched ingest (4 tokens a pass): cheaper than token by token, but
+        # not cheaper than a quarter of it
+        assert float(row[3]) / 4 < float(row[7]) < float(row[3])
+        assert float(row[8]) == pytest.approx(float(row[5]) / float(row[7]), abs=0.01)
+    # the batched unit's resources on each board's design
+    fits = [line for line in lines if line.startswith("    u280-300: LUT")]
+    assert len(fits) == 1 and fits[0].endswith(": fits")
     proc = run("predict_fpga.py", "--contexts", "99999", "--out", out)
     assert proc.returncode == 2 and "--contexts must be in [0, 32768)" in proc.stderr
 
@@ -185,6 +192,8 @@ def test_predict_fpga_prints_the_projection(tmp_path):
     ("bench_scheduler.py", ["--seed", "-1"], "--seed must be a non-negative integer, not -1"),
     ("predict_fpga.py", ["--out", "{tmp}"], "--out must name a .png file, not '{tmp}'"),
     ("predict_fpga.py", ["--ingest-step", "0"], "--ingest-step must be a positive integer, not 0"),
+    ("predict_fpga.py", ["--ingest-batch", "0"],
+     "--ingest-batch must be a positive integer, not 0"),
     ("predict_fpga.py", ["--out", "{tmp}/plot.svg"],
      "--out must name a .png file, not '{tmp}/plot.svg'"),
 ])

@@ -16,8 +16,14 @@ rows_per_beat // stream_bytes`` stream beats a cycle (a beat of ``rows_per_beat`
 buffer has them, and waits on the stream when it does not. So the model is stream-bound or
 compute-bound exactly where the RTL is.
 
-All times are cycles; :meth:`CoreTiming.token_cycles` is the one entry point, and
-:func:`cycles_to_ms` turns cycles into milliseconds at a clock.
+All times are cycles; :meth:`CoreTiming.token_cycles` is the entry point for the core as
+built, and :func:`cycles_to_ms` turns cycles into milliseconds at a clock.
+
+:meth:`CoreTiming.batch_cycles` models a core that is not built yet: a batched ingest, several
+tokens on one pass of the weights through a matrix-vector unit with as many vectors a beat
+(:class:`~heteroreason.rtl.decoder.mvu.MatVecUnit`'s ``vectors``, which is built and verified on
+its own). Its figures are a model of that core, with the single-token core's calibrated
+overheads; no RTL run backs them.
 """
 
 from __future__ import annotations
@@ -152,22 +158,62 @@ class CoreTiming:
         """Matrix-vector beats of an embedding row (the last zero-padded)."""
         return -(-self.config.hidden // self.params.beat_bytes)
 
-    def weight_stream_beats(self, *, keep_logits: bool = True) -> int:
-        """Stream beats of one token: the weight bytes over the stream width."""
+    def weight_stream_beats(self, *, keep_logits: bool = True, batch: int = 1) -> int:
+        """Stream beats of one pass: the weight bytes over the stream width (an embedding row
+        a token of the ``batch``)."""
         mv = sum(w for _, _, w in self.operators(0, keep_logits=keep_logits))
-        return (mv + self.embed_row_beats) * self.params.ratio
+        return (mv + batch * self.embed_row_beats) * self.params.ratio
 
     def token_cycles(self, position: int, *, keep_logits: bool = True) -> float:
         """Cycles from taking a token at ``position`` to being done with it (its sample out)."""
+        return self._pass_cycles(position, keep_logits=keep_logits, batch=1)
+
+    def batch_cycles(self, position: int, batch: int) -> float:
+        """Cycles of a batched ingest (a model of a core not built yet; see the module): the
+        ``batch`` tokens at ``position``, ``position + 1``, ... through every layer on one pass
+        of the weights, no LM head. Each matrix-vector operator loads the batch's vectors one
+        after the other and streams its weights once, through a unit of ``batch`` vectors a
+        beat (its longer pipeline: :func:`~heteroreason.rtl.decoder.mvu.result_latency`); the
+        embedding, norms, RoPE, KV writes and attention run token by token (each token's
+        attention over its own length: causal within the batch); the SiLU table loads once a
+        layer. ``batch_cycles(position, 1)`` is ``token_cycles(position, keep_logits=False)``."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"batch must be a positive integer, not {batch!r}")
+        last = self.config.max_context - batch
+        if isinstance(position, bool) or not isinstance(position, int) or \
+                not 0 <= position <= last:
+            raise ValueError(f"position must be in [0, {last}] (the model's context less the "
+                             f"batch of {batch}), not {position!r}")
+        return self._pass_cycles(position, keep_logits=False, batch=batch)
+
+    def _operator_cycles(self, position: int, *, keep_logits: bool,
+                         batch: int) -> list[tuple]:
+        """:meth:`operators` for a pass of ``batch`` tokens from ``position``: the compute
+        cycles of every token's share of an operator, the matrix-vector beats once."""
+        ops = self.operators(position, keep_logits=keep_logits)
+        if batch == 1:
+            return ops
+        later = [self.operators(position + b, keep_logits=keep_logits) for b in range(1, batch)]
+        units = [op.unit for _, op in token_operators(self.config.layers,
+                                                      keep_logits=keep_logits)]
+        merged = []
+        for index, ((name, compute, beats), unit) in enumerate(zip(ops, units, strict=True)):
+            if unit is not Unit.SILU_TABLE:  # the table is the layer's, not a token's
+                compute += sum(token[index][1] for token in later)
+            merged.append((name, compute, beats))
+        return merged
+
+    def _pass_cycles(self, position: int, *, keep_logits: bool, batch: int) -> float:
+        """Cycles of one pass of the weights for ``batch`` tokens from ``position``."""
         p, o = self.params, self.overheads
         r = p.ratio
         cap = p.weight_buffer * r  # stream beats the buffer holds
-        total = self.weight_stream_beats(keep_logits=keep_logits)
+        total = self.weight_stream_beats(keep_logits=keep_logits, batch=batch)
         # the first stream beat, through the gearbox and the buffer's output register
         first = self.memory_latency_cycles + r + BUFFER_OUTPUT_LATENCY + o.first_beat
         # the matrix-vector unit's pipeline: its last result leaves this long after the last
         # beat (the operator waits for it), one cycle of which the beat count already holds
-        drain = result_latency(p.lanes) - 1
+        drain = result_latency(p.lanes, vectors=batch) - 1
         t = float(TOKEN_START_LATENCY)  # the first operator starts a cycle after the token
         delivered = consumed = 0.0  # stream beats
 
@@ -181,12 +227,13 @@ class CoreTiming:
         sinks = [op.sink for _, op in token_operators(self.config.layers,
                                                       keep_logits=keep_logits)]
         for index, ((name, compute, mv_beats), sink) in enumerate(zip(
-                self.operators(position, keep_logits=keep_logits), sinks, strict=True)):
+                self._operator_cycles(position, keep_logits=keep_logits, batch=batch), sinks,
+                strict=True)):
             if index:  # the operator before leaves a cycle after its last handshake
                 stream(t + LEAVE_LATENCY)
                 t += LEAVE_LATENCY
-            if name == "embed":  # its row is the stream's first data
-                rows = self.embed_row_beats * r
+            if name == "embed":  # its rows are the stream's first data
+                rows = batch * self.embed_row_beats * r
                 start = max(t, first + rows)
                 stream(start)
                 t = start

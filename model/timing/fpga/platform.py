@@ -34,9 +34,9 @@ from heteroreason.model.timing.fpga.hbm import (
 )
 from heteroreason.rtl.decoder.params import DecoderParams
 
-__all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "board_power",
-           "design_for", "draft_ms_per_token", "draft_timing", "edge_gpu_ms_per_token",
-           "estimate_resources", "fpga_board"]
+__all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "batched_ingest_ms",
+           "batched_ingest_resources", "board_power", "design_for", "draft_ms_per_token",
+           "draft_timing", "edge_gpu_ms_per_token", "estimate_resources", "fpga_board"]
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,27 @@ def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
     return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=0)
 
 
+def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
+                             batch: int) -> Resources:
+    """:func:`estimate_resources` of ``params`` with a matrix-vector unit of ``batch`` vectors
+    a beat (a batched ingest; the rest of the batched core, its scratchpad copies above all,
+    is not counted: it is not built). Per extra vector pair, a DSP slice per MAC lane (two
+    vectors share one: :data:`~heteroreason.rtl.decoder.mvu.PACKED_LOW_BITS`); per extra
+    vector and row, a requantizer of 6 slices; per extra vector and MAC lane, the 86 LUTs a
+    lane of :func:`estimate_resources` (its adder tree). Synthesized (Yosys synth_xilinx), the
+    64-lane unit goes from LUT 2,462, FF 5,440, DSP 70 at one vector to LUT 10,578, FF
+    19,470, DSP 152 at four: 42 LUTs and 73 flip-flops a lane and extra vector, so the 86 is
+    about twice what the narrow unit measures."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, not {batch!r}")
+    base = estimate_resources(config, params)
+    macs, k = params.beat_bytes, params.rows_per_beat
+    dsp = macs * (math.ceil(batch / 2) - 1) + 6 * k * (batch - 1)
+    lut = 86 * macs * (batch - 1)
+    return Resources(lut=base.lut + lut, ff=base.ff + 73 * macs * (batch - 1),
+                     dsp=base.dsp + dsp, bram18k=base.bram18k, uram=base.uram)
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -239,6 +260,30 @@ def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context
     params = design_for(config, board, calibration=calibration)
     cycles = core_timing(config, board, params, calibration.overheads).token_cycles(
         context, keep_logits=keep_logits)
+    return cycles_to_ms(cycles, board.clock_hz)
+
+
+def batched_ingest_ms(model: str | Qwen2Config, board: str | FpgaBoard, context: int,
+                      tokens: int, *, batch: int) -> float:
+    """Milliseconds to ingest ``tokens`` host tokens after ``context`` in batches of ``batch``
+    (the last one shorter if need be) on the board's design with a matrix-vector unit of
+    ``batch`` vectors a beat: :meth:`~heteroreason.model.timing.fpga.core_cycles.CoreTiming.
+    batch_cycles`, a model of a core not built yet (the unit is; the rest is the single-token
+    core's calibrated timing, operator by operator)."""
+    config = qwen2_config(model) if isinstance(model, str) else model
+    board = fpga_board(board) if isinstance(board, str) else board
+    for name, value in (("tokens", tokens), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    if isinstance(context, bool) or not isinstance(context, int) or \
+            not 0 <= context <= config.max_context - tokens:
+        raise ValueError(f"context must be in [0, {config.max_context - tokens}] for "
+                         f"{tokens} tokens of {config.name}, not {context!r}")
+    calibration = _committed_calibration()
+    params = design_for(config, board, calibration=calibration)
+    timing = core_timing(config, board, params, calibration.overheads)
+    cycles = sum(timing.batch_cycles(start, min(batch, context + tokens - start))
+                 for start in range(context, context + tokens, batch))
     return cycles_to_ms(cycles, board.clock_hz)
 
 

@@ -7,6 +7,8 @@ from heteroreason.model.system.config import FPGA_MODELS, system_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
+    batched_ingest_ms,
+    batched_ingest_resources,
     design_for,
     draft_ms_per_token,
     draft_timing,
@@ -88,3 +90,43 @@ def test_bad_queries():
     with pytest.raises(KeyError, match=r"^\"unknown GPU 'rtx'; choose one of jetson-orin-nano\"$"):
         edge_gpu_ms_per_token("qwen2.5-0.5b", "rtx", 10)
     assert edge_gpu_ms_per_token("qwen2.5-0.5b", "jetson-orin-nano", 0) > 5
+
+
+def test_a_batched_ingest_is_its_passes_and_a_batch_of_one_is_token_by_token():
+    tokens = 10
+    one_by_one = sum(draft_ms_per_token(Q05, "u280-300", c, keep_logits=False)
+                     for c in range(300, 300 + tokens))
+    assert batched_ingest_ms(Q05, "u280-300", 300, tokens, batch=1) == \
+        pytest.approx(one_by_one, rel=1e-12)
+    # 10 tokens in batches of 4: three passes (4, 4, 2), each dearer than a token (its
+    # tokens' attention and norms), all of them cheaper than ten passes
+    four = batched_ingest_ms(Q05, "u280-300", 300, tokens, batch=4)
+    assert 3 * one_by_one / tokens < four < 0.6 * one_by_one
+    # the weight-bound U280 design gains most of the batch (a quarter would be all of it)
+    assert batched_ingest_ms(Q05, "u280-300", 0, 100, batch=4) < \
+        0.35 * batched_ingest_ms(Q05, "u280-300", 0, 100, batch=1)
+
+
+def test_the_batched_units_resources():
+    params = design_for(Q05, "u280-300")
+    base = estimate_resources(Q05, params)
+    assert batched_ingest_resources(Q05, params, 1) == base
+    four = batched_ingest_resources(Q05, params, 4)
+    macs, k = params.beat_bytes, params.rows_per_beat
+    # two vectors a DSP slice: four vectors cost one more slice a MAC lane, and the
+    # requantizers of three more vectors' rows
+    assert four.dsp - base.dsp == macs + 18 * k
+    assert four.lut - base.lut == 3 * 86 * macs and four.bram18k == base.bram18k
+    assert four.fits(BOARDS["u280-300"].resources)
+
+
+def test_bad_batched_ingests():
+    for name, kwargs in (("tokens", {"tokens": 0, "batch": 4}),
+                         ("batch", {"tokens": 4, "batch": 0})):
+        with pytest.raises(ValueError, match=rf"^{name} must be a positive integer, not 0$"):
+            batched_ingest_ms(Q05, "u280-300", 0, **kwargs)
+    with pytest.raises(ValueError, match=r"^context must be in \[0, 32668\] for 100 tokens of "
+                                         r"qwen2\.5-0\.5b, not 32700$"):
+        batched_ingest_ms(Q05, "u280-300", 32_700, 100, batch=4)
+    with pytest.raises(ValueError, match=r"^batch must be a positive integer, not 2\.0$"):
+        batched_ingest_resources(Q05, design_for(Q05, "u280-300"), 2.0)

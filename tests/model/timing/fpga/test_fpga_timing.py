@@ -218,3 +218,58 @@ def test_every_decoder_source_is_hashed():
     decoder = {f"decoder/{p.name}" for p in (RTL_DIR / "decoder").glob("*.py")
                if p.name != "__init__.py"}
     assert decoder <= set(RTL_SOURCES)
+
+
+def test_a_batch_of_one_is_an_ingest_token():
+    timing = CoreTiming(SMALL, DecoderParams(16, 8, 4, 256, vector_width=8), 64)
+    for position in (0, 37, 900):
+        assert timing.batch_cycles(position, 1) == timing.token_cycles(position,
+                                                                      keep_logits=False)
+
+
+def test_a_stream_bound_batch_costs_its_weights_once():
+    """With a slow stream and a big buffer, a pass costs its stream beats over the rate, batch
+    or not: a batch of 4 adds only three embedding rows (the naive count: the weight image's
+    beats, the LM head's left out), so each token costs about a quarter."""
+    params = DecoderParams(16, 8, 4, 65536, vector_width=8)
+    rate = 0.05
+    slow = CoreTiming(SMALL, params, 64, stream_beats_per_cycle=rate)
+    one, four = slow.batch_cycles(0, 1), slow.batch_cycles(0, 4)
+    beats_one = slow.weight_stream_beats(keep_logits=False)
+    assert slow.weight_stream_beats(keep_logits=False, batch=4) == \
+        beats_one + 3 * slow.embed_row_beats * params.ratio
+    assert one == pytest.approx(beats_one / rate, rel=0.01)
+    assert four == pytest.approx((beats_one + 3 * slow.embed_row_beats) / rate, rel=0.01)
+    assert 3.9 < 4 * one / four < 4.0
+
+
+def test_a_compute_bound_batch_pays_every_tokens_operators():
+    """With a stream far faster than the operators, the batch pays each token's norms, RoPE,
+    KV writes and attention (the later tokens' attention one row longer each: causal within
+    the batch), its vector loads, and two more cycles of the unit's pipeline per operator; the
+    SiLU table and the weight beats once."""
+    params = DecoderParams(32, 32, 4, 4096, vector_width=1)
+    timing = CoreTiming(SMALL, params)
+    position = 200
+    one, two = timing.batch_cycles(position, 1), timing.batch_cycles(position, 2)
+    second = timing.operators(position + 1, keep_logits=False)
+    per_token = sum(cycles for name, cycles, _ in second if name != "silu_table")
+    matvecs = sum(1 for _, _, beats in second if beats)
+    assert matvecs == 7 * SMALL.layers
+    # and the second embedding row before the first operator can start
+    assert two - one == pytest.approx(per_token + 2 * matvecs + timing.embed_row_beats)
+    # the later the tokens, the longer their attention
+    assert timing.batch_cycles(900, 2) - timing.batch_cycles(900, 1) > two - one
+
+
+def test_a_batch_is_checked():
+    timing = CoreTiming(SMALL, DecoderParams(16, 8, 4, 256))
+    for bad in (0, -1, 1.0, True):
+        with pytest.raises(ValueError, match=rf"^batch must be a positive integer, not "
+                                             rf"{re.escape(repr(bad))}$"):
+            timing.batch_cycles(0, bad)
+    last = SMALL.max_context - 4
+    with pytest.raises(ValueError, match=rf"^position must be in \[0, {last}\] \(the model's "
+                                         rf"context less the batch of 4\), not {last + 1}$"):
+        timing.batch_cycles(last + 1, 4)
+    assert timing.batch_cycles(last, 4) > 0
