@@ -32,7 +32,12 @@ directory (ignored by git)."""
 # without defaults, which Verilator's default lint turns into fatal warnings; simulation builds
 # keep the warnings in build.log but do not stop on them (the lint check of exported tops is
 # separate, tests/sim/test_export.py)
-SIM_BUILD_ARGS = {"verilator": ["-Wno-fatal"]}
+# Icarus as a Verilog-2005 compiler (cocotb's runner asks for -g2012; a later -g wins): Yosys
+# starts every combinational block with a test of a register declared "= 0", whose change at
+# time 0 runs the block once. Under SystemVerilog's rules a declaration's value is set before
+# any process starts, so a block whose inputs never change (an output decoded from a state
+# register that stays at its reset value) would stay X until they do
+SIM_BUILD_ARGS = {"verilator": ["-Wno-fatal"], "icarus": ["-g2005"]}
 
 
 BUILD_STAMP = "build.stamp"
@@ -146,8 +151,9 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
     """Export ``top`` with ``params``, build it (cached), run ``test_module`` and return counts.
 
     A build directory whose :data:`BUILD_STAMP` names the current :func:`build_key` is used
-    as it is: neither exported nor built again. A Verilator build keeps only its program (its
-    intermediates are deleted once it links), so a stale directory is rebuilt from scratch.
+    as it is: neither exported nor built again; any other is exported and built again, even
+    where its Verilog is unchanged (a new simulator version, other arguments). A Verilator
+    build keeps only its program (its intermediates are deleted once it links).
 
     Under pytest a failing cocotb test raises ``SystemExit`` from the runner; elsewhere the
     counts say whether it passed. With ``log_file`` the simulator's output goes there instead
@@ -178,9 +184,11 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
                 # Verilator zeroes uninitialized memories, Icarus starts them at x
                 source = export_verilog(top, build_dir, params,
                                         omit_zero_memory_init=tools.name == "verilator")
+                # ``always``: the export leaves an unchanged Verilog file as it was, and the
+                # runner would then keep a program built with other tools or arguments
                 runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir,
                              waves=waves, timescale=("1ns", "1ps"),
-                             build_args=build_args,
+                             build_args=build_args, always=True,
                              log_file=build_dir / "build.log")
                 if tools.name == "verilator":
                     _prune(build_dir)

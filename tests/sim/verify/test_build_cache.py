@@ -86,3 +86,22 @@ def test_the_build_key_follows_what_a_build_depends_on(tmp_path, monkeypatch):
     kvmu = source / "rtl" / "kvmu.py"
     kvmu.write_bytes(kvmu.read_bytes() + b"\n# edited\n")
     assert build_key("kvmu", PARAMS, "verilator", ["-Wno-fatal"], waves=False) != base
+
+
+def test_a_stale_icarus_build_is_compiled_again_over_the_same_verilog(tmp_path, icarus):
+    """A stale stamp over an unchanged Verilog file (another simulator version or other
+    arguments leave one): Icarus's program is compiled again. (cocotb's runner compiles only
+    when the sources are newer than the program, and the export leaves an unchanged file as
+    it was.)"""
+    def run():
+        return run_cocotb("kvmu", KVMU_TB, params=PARAMS, simulator=icarus, seed=3,
+                          testcase="scenario_accept", build_root=tmp_path)
+
+    result = run()
+    program = result.build_dir / "sim.vvp"
+    verilog = result.build_dir / "kvmu.v"
+    compiled_at, exported_at = program.stat().st_mtime_ns, verilog.stat().st_mtime_ns
+    (result.build_dir / BUILD_STAMP).write_text("0" * 64)
+    assert run().failed == 0
+    assert verilog.stat().st_mtime_ns == exported_at  # the same file, left as it was
+    assert program.stat().st_mtime_ns != compiled_at, "the stale program was kept"
