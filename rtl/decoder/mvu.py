@@ -75,7 +75,9 @@ class MatVecUnit(wiring.Component):
     Members
     -------
     cmd : In(stream.Signature(StructLayout rows, beats, out_bits, reuse))
-        With ``vectors`` > 1, also ``vectors``: how many the job loads.
+        With ``vectors`` > 1, also ``vectors``: how many the job loads, 1 to ``vectors`` (a
+        job that loads is ignored at 0, like one of no rows or beats; more than the unit has
+        is not allowed: it would wait for vectors it has no buffer for).
     vec : In(stream.Signature(ArrayLayout(signed(8), lanes)))
     weights : In(stream.Signature(ArrayLayout(signed(8), lanes * rows_per_beat)))
     rowparam : In(stream.Signature(StructLayout bias int32, mult unsigned(31), shift unsigned(6)))
