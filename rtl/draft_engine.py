@@ -63,6 +63,9 @@ class DraftEngine(wiring.Component):
                 not 0 < capacity <= c.max_context:
             raise ValueError(f"capacity must be an integer in [1, {c.max_context}] (the model's "
                              f"maximum context), not {capacity!r}")
+        if isinstance(params, DecoderParams) and params.ingest_batch != 1:
+            raise ValueError(f"the engine feeds its core a token at a time: ingest_batch must "
+                             f"be 1, not {params.ingest_batch} (batches: DecoderCore)")
         self._core = DecoderCore(model=model, params=params)
         self._token_width = max(1, (c.vocab - 1).bit_length())
         self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)

@@ -11,9 +11,8 @@ sustain at its clock, :mod:`heteroreason.model.timing.fpga.hbm`; each board's me
 printed) and the fraction of it reached, and the speed-up over the paper's U280 line (the
 artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); the
 shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens, token
-by token as the core does it and in batches of ``--ingest-batch`` through a matrix-vector unit of
-as many vectors a beat (a model of a batched core that is not built: the unit is, with its
-resources); then what backs each
+by token and in batches of ``--ingest-batch`` (the design built with as many tokens a pass, with
+its resources); then what backs each
 board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
 ms/token against context length.
 """
@@ -143,14 +142,15 @@ def main(argv: list[str] | None = None) -> int:
                          f"{decode:.1f}", f"{decode / ingest:.2f}", f"{batched:.1f}",
                          f"{decode / batched:.2f}"])
     print(format_table(["board", "context", "tokens", "ingest ms", "ms/token", "decode ms",
-                        "decode / ingest", f"batched ingest ms (B={batch}, model)",
+                        "decode / ingest", f"batched ingest ms (B={batch})",
                         "decode / batched"], rows))
-    print(f"  the batched ingest's matrix-vector unit ({batch} vectors a beat, two a DSP slice; "
-          f"the rest of the batched core not counted):")
+    print(f"  the designs with a batched ingest of {batch} (the matrix-vector unit's {batch} "
+          f"vectors a beat, two a DSP slice; a scratchpad bank a token):")
     for b, params in designs.items():
         have, need = BOARDS[b].resources, batched_ingest_resources(config, params, batch)
         print(f"    {b}: LUT {need.lut:,}/{have.lut:,}, FF {need.ff:,}/{have.ff:,}, DSP "
-              f"{need.dsp:,}/{have.dsp:,}: {'fits' if need.fits(have) else 'does NOT fit'}")
+              f"{need.dsp:,}/{have.dsp:,}, BRAM18K {need.bram18k:,}/{have.bram18k:,}: "
+              f"{'fits' if need.fits(have) else 'does NOT fit'}")
     print("clock basis (UltraScale+ -2 logic levels of the units at the U280 design's widths, "
           "model/timing/fpga/data/timing_evidence.json):")
     for b in args.boards:

@@ -86,9 +86,20 @@ class DecoderCore(wiring.Component):
         lanes, rows a beat, stream width, buffers, heads in parallel, vector and parameter
         widths, external KV, the sampler's delimiters and EOS id); checked against the model.
 
+    With ``ingest_batch`` B > 1 a ``token`` beat carries a batch: ``count`` (1 to B; other
+    values are not allowed) host tokens in ``tokens`` at ``pos``, ``pos + 1``, ... They run
+    through every layer on one pass of the weights: each matrix-vector operator loads every
+    token's vector and meets each weight beat with all of them
+    (:class:`~heteroreason.rtl.decoder.mvu.MatVecUnit` of B vectors); the embedding, the norms,
+    RoPE, the KV writes and the attention run token by token, each token on its own bank of the
+    scratchpad, its attention over its own length (causal within the batch); a norm's gains come
+    from the parameter stream for the first token and from an on-chip copy for the others. With
+    ``keep`` the batch's last token's logits are sampled.
+
     Members
     -------
     token : In(stream.Signature(StructLayout token, pos, keep))
+        With ``ingest_batch`` > 1: ``StructLayout tokens, count, pos, keep``.
     sample : Out(stream.Signature(StructLayout token, step_end, eos))
     wreq, preq : Out(stream.Signature(StructLayout addr, count))
         Requests in stream beats (``wreq``) and parameter beats (``preq``).
@@ -134,9 +145,13 @@ class DecoderCore(wiring.Component):
         kv_ports = kv_memory_ports(
             head_dim=c.head_dim, rows=len(model.layers) * c.kv_heads * c.max_context,
             max_context=c.max_context) if params.external_kv else {}
+        token = {"token": range(c.vocab), "pos": range(c.max_context), "keep": 1}
+        if params.ingest_batch > 1:  # a batch: its tokens at pos, pos + 1, ...
+            token = {"tokens": data.ArrayLayout(range(c.vocab), params.ingest_batch),
+                     "count": range(1, params.ingest_batch + 1),
+                     "pos": range(c.max_context), "keep": 1}
         super().__init__(kv_ports | {
-            "token": In(stream.Signature(data.StructLayout({
-                "token": range(c.vocab), "pos": range(c.max_context), "keep": 1}))),
+            "token": In(stream.Signature(data.StructLayout(token))),
             "sample": Out(stream.Signature(data.StructLayout({
                 "token": range(c.vocab), "step_end": 1, "eos": 1}))),
             "wreq": Out(stream.Signature(request)),
@@ -194,11 +209,11 @@ class DecoderCore(wiring.Component):
         units = Units(
             mvu=MatVecUnit(lanes=p.lanes, max_beats=-(-max(c.hidden, c.ffn, c.q_dim) // p.lanes),
                            max_rows=max(c.vocab, c.ffn, c.hidden, c.q_dim) // k,
-                           rows_per_beat=k),
+                           rows_per_beat=k, vectors=p.ingest_batch),
             norm=RmsNorm(max_length=c.hidden, width=p.vector_width, gains=p.param_width),
             rope=Rope(head_dim=c.head_dim, increments=self._model.rope_inc,
                       max_position=c.max_context - 1, width=p.vector_width),
-            att=self._attention(), swiglu=SwiGlu(width=k),
+            att=self._attention(), swiglu=SwiGlu(width=k * p.ingest_batch),
             sampler=ArgmaxSampler(vocab=c.vocab, delimiters=p.delimiters, eos=p.eos, width=k))
         for name, unit in vars(units).items():
             m.submodules[name] = unit
@@ -249,6 +264,9 @@ class DecoderCore(wiring.Component):
 
     def _prefetch(self, m, token, running, start_token) -> None:
         """Three requests per stream, issued as soon as the token is known."""
+        if self._params.ingest_batch > 1:
+            self._batch_prefetch(m, token, running, start_token)
+            return
         sched, ratio = self._schedule, self._params.ratio
         w_plan, p_plan = sched.fetch_plan(0, keep_logits=True)
         embed_row, embed_param = sched.regions["embed"], sched.regions["embed_params"]
@@ -270,6 +288,41 @@ class DecoderCore(wiring.Component):
                                      req.payload.count.eq(plan[k].count * scale)]
             with m.If(req.valid & req.ready):
                 m.d.sync += sent.eq(sent + 1)
+
+    def _batch_prefetch(self, m, token, running, start_token) -> None:
+        """A batch's requests per stream: each token's embedding entry, then the layers, then
+        the LM head when the logits are kept."""
+        sched, ratio = self._schedule, self._params.ratio
+        w_plan, p_plan = sched.fetch_plan(0, keep_logits=True)
+        embed_row, embed_param = sched.regions["embed"], sched.regions["embed_params"]
+        n = self._params.ingest_batch
+        for req, plan, scale in ((self.wreq, w_plan, ratio), (self.preq, p_plan, 1)):
+            embeds = Signal(range(n + 1), name=f"{(req is self.wreq and 'w') or 'p'}_embeds")
+            rest = Signal(range(3), name=f"{(req is self.wreq and 'w') or 'p'}_rest")
+            with m.If(start_token):
+                m.d.sync += [embeds.eq(0), rest.eq(0)]
+            embedding = embeds < token.count
+            m.d.comb += req.valid.eq(running & (embedding | (rest == 0) | ((rest == 1)
+                                                                         & token.keep)))
+            tok = token.tokens[embeds[:max(1, (n - 1).bit_length())]]
+            with m.If(embedding):
+                if req is self.wreq:
+                    m.d.comb += [req.payload.addr.eq((embed_row.start + tok
+                                                      * sched.embed_row_beats) * ratio),
+                                 req.payload.count.eq(plan[0].count * scale)]
+                else:
+                    m.d.comb += [req.payload.addr.eq(embed_param.start + tok),
+                                 req.payload.count.eq(plan[0].count)]
+                with m.If(req.ready):
+                    m.d.sync += embeds.eq(embeds + 1)
+            with m.Else():
+                with m.Switch(rest):
+                    for k in (0, 1):
+                        with m.Case(k):
+                            m.d.comb += [req.payload.addr.eq(plan[k + 1].start * scale),
+                                         req.payload.count.eq(plan[k + 1].count * scale)]
+                with m.If(req.valid & req.ready):
+                    m.d.sync += rest.eq(rest + 1)
 
     def _weight_path(self, m, running) -> Port:
         """Stream beats -> gearbox -> prefetch buffer -> the operators."""

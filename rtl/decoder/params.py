@@ -45,6 +45,10 @@ class DecoderParams:
         ``param_width``; it must divide every matrix's rows (:meth:`check_model`).
     external_kv : bool
         Keep the KV cache in memory behind the attention unit's KV ports instead of on chip.
+    ingest_batch : int
+        Most tokens a pass of the weights takes (a batched ingest), a power of two: the
+        matrix-vector unit meets each weight beat with that many vectors, the scratchpad has a
+        bank per token and SwiGLU ``rows_per_beat * ingest_batch`` lanes.
     delimiters : tuple of int
         Step-delimiter token ids the sampler marks (``step_end``).
     eos : int
@@ -60,6 +64,7 @@ class DecoderParams:
     param_width: int = 1
     rows_per_beat: int = 1
     external_kv: bool = False
+    ingest_batch: int = 1
     delimiters: tuple[int, ...] = ()
     eos: int = 0
 
@@ -90,6 +95,9 @@ class DecoderParams:
         if k & (k - 1) or g % k:
             raise ValueError(f"rows_per_beat must be a power of two that divides param_width "
                              f"({g}), not {k!r}")
+        _positive("ingest_batch", self.ingest_batch)
+        if self.ingest_batch & (self.ingest_batch - 1):  # SwiGLU's lanes: a power of two
+            raise ValueError(f"ingest_batch must be a power of two, not {self.ingest_batch!r}")
         if self.external_kv not in (False, True):  # 0 and 1 too
             raise ValueError(f"external_kv must be a bool, not {self.external_kv!r}")
         object.__setattr__(self, "external_kv", bool(self.external_kv))

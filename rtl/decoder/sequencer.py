@@ -41,6 +41,9 @@ FEEDS = ("embed_param", "embed_row", "feed_norm", "loading", "feed_rope", "gathe
 # an operator's first phase sends its unit a command: the flag of its valid
 COMMAND_FLAGS = {Unit.NORM: "cmd_norm", Unit.MATVEC: "cmd_mvu", Unit.ROPE: "cmd_rope",
                  Unit.ATTENTION: "cmd_att"}
+# the operators a batch runs token by token (the matrix-vector ones take every token's vector
+# in one job; the SiLU table is the layer's)
+PER_TOKEN = frozenset({Unit.EMBED, Unit.NORM, Unit.ROPE, Unit.KV_WRITE, Unit.ATTENTION})
 # a reader started in one cycle has its first row this many cycles after the next: the read,
 # the landing register, the reader's register
 READ_LATENCY = 3
@@ -68,7 +71,7 @@ class Scratchpad:
     per-element enable whose inputs are registered (a write lands a cycle after it is
     issued)."""
 
-    def __init__(self, m, config, width: int):
+    def __init__(self, m, config, width: int, *, prefix: str = ""):
         self.m, self.width, self.shift = m, width, width.bit_length() - 1
         self.start, at = {}, 0
         for name, size in zip(SCRATCH_BUFFERS, (config.hidden, config.hidden, config.q_dim,
@@ -79,14 +82,15 @@ class Scratchpad:
         self.row_of = {name: start >> self.shift for name, start in self.start.items()}
         self.rows = at // width
         row = data.ArrayLayout(signed(16), width)
-        m.submodules.scratch = mem = memory.Memory(shape=row, depth=self.rows, init=[])
-        self.reader0 = RowReader(m, mem.read_port(), self.rows, row, name="reader0")
-        self.reader1 = RowReader(m, mem.read_port(), self.rows, row, name="reader1")
+        m.submodules[f"{prefix}scratch"] = mem = memory.Memory(shape=row, depth=self.rows,
+                                                             init=[])
+        self.reader0 = RowReader(m, mem.read_port(), self.rows, row, name=f"{prefix}reader0")
+        self.reader1 = RowReader(m, mem.read_port(), self.rows, row, name=f"{prefix}reader1")
         wr = mem.write_port(granularity=1)
         # what the operators write this cycle; registered into the port
-        self.w_addr = Signal(range(self.rows), name="w_addr")
-        self.w_data = Signal(row, name="w_data")
-        self.w_en = Signal(width, name="w_en")
+        self.w_addr = Signal(range(self.rows), name=f"{prefix}w_addr")
+        self.w_data = Signal(row, name=f"{prefix}w_data")
+        self.w_en = Signal(width, name=f"{prefix}w_en")
         m.d.sync += [wr.addr.eq(self.w_addr), wr.data.eq(self.w_data), wr.en.eq(self.w_en)]
 
     def element(self, row, index):
@@ -219,6 +223,65 @@ class RowReader:
         self.m.d.sync += [self.next.eq(first_row), self.left.eq(count)]
 
 
+class SelectedReader:
+    """The first readers of a scratchpad's banks as one: the bank ``select`` names is started,
+    offers its rows and takes ``ready``; the others stay idle. ``select`` is a register that
+    changes only between runs, and the rows are chosen after the readers' registers."""
+
+    def __init__(self, m, readers, select, *, name: str):
+        self.m, self.readers, self.select = m, readers, select
+        self.valid = Signal(name=f"{name}_valid")
+        self.ready = Signal(name=f"{name}_ready")
+        self.row = Signal(readers[0].row.shape(), name=f"{name}_row")
+        valid, row = readers[0].valid, readers[0].row.as_value()
+        for b, reader in enumerate(readers):
+            m.d.comb += reader.ready.eq(self.ready & equals(select, b))
+            if b:
+                valid = Mux(equals(select, b), reader.valid, valid)
+                row = Mux(equals(select, b), reader.row.as_value(), row)
+        m.d.comb += [self.valid.eq(valid), self.row.eq(row)]
+
+    def start(self, first_row, count, bank=None) -> None:
+        """Begin a run on bank ``bank`` (default the selected one)."""
+        bank = self.select if bank is None else bank
+        for b, reader in enumerate(self.readers):
+            with self.m.If(bank == b):
+                reader.start(first_row, count)
+
+
+class LockstepReaders:
+    """The second readers of a scratchpad's banks, run together (the matrix-vector sinks read
+    every token's residual or gate at the same rows): one start, one ``ready``, a row each."""
+
+    def __init__(self, m, readers):
+        self.m, self.readers = m, readers
+        self.valid = readers[0].valid  # alike: the same runs on memories alike
+        self.ready = Signal(name="lockstep_ready")
+        self.rows = [reader.row for reader in readers]
+        for reader in readers:
+            m.d.comb += reader.ready.eq(self.ready)
+
+    def start(self, first_row, count) -> None:
+        for reader in self.readers:
+            reader.start(first_row, count)
+
+
+class BankedScratchpad:
+    """A :class:`Scratchpad` per token of a batch, alike in layout: ``reader0`` reads the bank
+    of the token ``select`` names (:class:`SelectedReader`), ``reader1`` every bank at once
+    (:class:`LockstepReaders`); writes are per bank (:meth:`Sequencer.writes`)."""
+
+    def __init__(self, m, config, width: int, banks: int, select):
+        self.banks = [Scratchpad(m, config, width, prefix=f"bank{b}_") for b in range(banks)]
+        first = self.banks[0]
+        self.width, self.shift, self.start, self.row_of, self.rows = \
+            first.width, first.shift, first.start, first.row_of, first.rows
+        self.element, self.span, self.low_bytes = first.element, first.span, first.low_bytes
+        self.reader0 = SelectedReader(m, [bank.reader0 for bank in self.banks], select,
+                                      name="reader0")
+        self.reader1 = LockstepReaders(m, [bank.reader1 for bank in self.banks])
+
+
 class Sequencer:
     """The operators' control: a program counter over :data:`OPERATORS` (the per-layer ones
     repeated with a layer counter), the counters every operator shares, and one method per
@@ -230,7 +293,27 @@ class Sequencer:
         self.m, self.c, self.p, self.units, self.token = m, c, p, units, token
         self.q_model = model
         self.w, self.param = weights, param_port
-        self.sp = Scratchpad(m, c, p.vector_width)
+        self.batch = p.ingest_batch
+        if self.batch == 1:
+            self.sp = Scratchpad(m, c, p.vector_width)
+            self.pos = token.pos
+        else:
+            # the batch's token being run (its bank) and its position; the batch's last
+            self.tok = Signal(range(self.batch), name="tok")
+            self.last_tok = Signal(range(self.batch), name="last_tok")
+            self.pos = Signal(token.pos.shape(), name="tok_pos")
+            self.sp = BankedScratchpad(m, c, p.vector_width, self.batch, self.tok)
+            self.first_tok = Signal(name="first_tok")
+            m.d.comb += self.first_tok.eq(equals(self.tok, 0))
+            # a norm's gains come once a pass: the first token's are kept and replayed for
+            # the others
+            depth = c.hidden // p.param_width
+            m.submodules.gains = gains = memory.Memory(shape=param_port.data.shape(),
+                                                       depth=depth, init=[])
+            self.gain_write = gains.write_port()
+            self.gain_count = Signal(range(depth + 1), name="gain_count")
+            self.replay = RowReader(m, gains.read_port(), depth, param_port.data.shape(),
+                                    name="gain_replay")
         self.n_layers = len(model.layers)
         self.pc = Signal(range(len(OPERATORS) + 1), name="pc")
         self.layer = Signal(range(self.n_layers), name="layer")
@@ -361,13 +444,16 @@ class Sequencer:
         m.d.comb += [
             w.ready.eq((self.streaming & mvu.weights.ready) | (f["embed_row"] & ~self.have)),
             param.ready.eq((self.streaming & mvu.rowparam.ready) | f["embed_param"]
-                           | (f["feed_norm"] & norm.gain.ready) | f["silu"]),
+                           | (self._gains_from_memory() & norm.gain.ready) | f["silu"]),
             # a vector loads while it has no beat; rows past it are zeros, and the reader
             # holds no more rows then
             reader.ready.eq((f["feed_norm"] & norm.x.ready) | (f["loading"] & ~self.have)
                             | (f["feed_rope"] & rope.x.ready) | f["gather"]),
             norm.x.payload.eq(reader.row), norm.x.valid.eq(f["feed_norm"] & reader.valid),
-            norm.gain.valid.eq(f["feed_norm"] & param.valid), norm.y.ready.eq(f["feed_norm"]),
+            norm.gain.valid.eq(f["feed_norm"] & (param.valid if self.batch == 1 else
+                                                 Mux(self.first_tok, param.valid,
+                                                     self.replay.valid))),
+            norm.y.ready.eq(f["feed_norm"]),
             mvu.vec.payload.eq(self.beat if self.p.rows_per_beat == 1
                                else self.beat.as_value()[:8 * self.p.lanes]),
             mvu.vec.valid.eq(f["loading"] & self.have),
@@ -383,7 +469,7 @@ class Sequencer:
             # the commands' payloads: registers and constants, whatever the operator
             norm.cmd.payload.length.eq(self.c.hidden),
             norm.cmd.payload.eps_q.eq(self.q_model.eps_q),
-            mvu.cmd.payload.eq(self.mvu_cmd), rope.cmd.payload.eq(self.token.pos),
+            mvu.cmd.payload.eq(self.mvu_cmd), rope.cmd.payload.eq(self.pos),
             *self._attention_payloads(),
             # the LM head begins when the sampler is idle: it takes a logit every cycle then
             mvu.cmd.valid.eq(f["cmd_mvu"] | (f["cmd_sample"] & self.sampler_idle)),
@@ -398,10 +484,10 @@ class Sequencer:
         cmd, kv = att.cmd.payload, att.kv_write.payload
         return [cmd.layer.eq(self.layer),
                 cmd.kv_head.eq(head // group if group > 1 else head),
-                cmd.length.eq(self.token.pos + 1),
+                cmd.length.eq(self.pos + 1),
                 cmd.exp_mult.eq(self.exp_mult), cmd.exp_shift.eq(self.exp_shift),
                 cmd.out_mult.eq(self.out_mult), cmd.out_shift.eq(self.out_shift),
-                kv.layer.eq(self.layer), kv.kv_head.eq(head), kv.pos.eq(self.token.pos),
+                kv.layer.eq(self.layer), kv.kv_head.eq(head), kv.pos.eq(self.pos),
                 kv.k.eq(self.krow), kv.v.eq(self.row)]
 
     def gathers(self) -> None:
@@ -429,8 +515,13 @@ class Sequencer:
         # follow the operator
         norm, swiglu = self.units.norm, self.units.swiglu
         entry, g, r = self.param_entry(0), self.p.param_width, self.p.rows_per_beat
-        gains = [(norm.gain.payload, param.data)] if g == 1 else \
-            [(norm.gain.payload[t], param.data[t]) for t in range(g)]
+        source = param.data
+        if self.batch > 1:  # the first token's gains from memory, the others' replayed
+            source = Signal(param.data.shape(), name="gain_source")
+            m.d.comb += source.eq(Mux(self.first_tok, param.data.as_value(),
+                                      self.replay.row.as_value()))
+        gains = [(norm.gain.payload, source)] if g == 1 else \
+            [(norm.gain.payload[t], source[t]) for t in range(g)]
         rowparams = [(mvu.rowparam.payload, entry)] if r == 1 else \
             [(mvu.rowparam.payload[t], param.data[t]) for t in range(r)]
         m.d.comb += [mvu.weights.payload.eq(w.data),
@@ -453,7 +544,8 @@ class Sequencer:
         self.logit = Signal(sampler.logits.payload.shape(), name="logit")
         self.logit_valid = Signal(name="logit_valid")
         m.d.sync += [self.logit_valid.eq(flag[Sink.SAMPLE] & mvu.out.valid),
-                     self.logit.value.eq(value), self.logit.last.eq(last)]
+                     self.logit.value.eq(value if self.batch == 1 else self._last_tokens(value)),
+                     self.logit.last.eq(last)]
         # the reader's row is done with its last element (or the vector's)
         row_done = (equals(j[:sp.shift], self.p.vector_width - r) if sp.shift else 1) | last
         m.d.comb += [
@@ -463,16 +555,51 @@ class Sequencer:
                              | flag[Sink.STORE]),
             sampler.logits.valid.eq(self.logit_valid), sampler.logits.payload.eq(self.logit),
             swiglu.x.valid.eq(flag[Sink.SWIGLU] & mvu.out.valid & reader.valid),
-            *([swiglu.x.payload.gate.eq(sp.element(reader.row, j)[:8]),
-               swiglu.x.payload.up.eq(value[:8])] if r == 1 else
-              [x for t, gate in enumerate(sp.span(reader.row, j, r))
-               for x in (swiglu.x.payload.gate[t].eq(gate[:8]),
-                         swiglu.x.payload.up[t].eq(value[t][:8]))]),
+            *self._swiglu_inputs(reader, value),
             swiglu.x.payload.last.eq(last),
             reader.ready.eq(mvu.out.valid & row_done
                             & (flag[Sink.ADD] | (flag[Sink.SWIGLU] & swiglu.x.ready))),
             swiglu.y.ready.eq(flag[Sink.SWIGLU]),
         ]
+
+    def _gains_from_memory(self):
+        """The norm takes its gains from the parameter stream (with a batch, the first
+        token's; they are kept for the others, see :meth:`_keep_gains`)."""
+        if self.batch == 1:
+            return self.flag["feed_norm"]
+        return self.flag["feed_norm"] & self.first_tok
+
+    def _keep_gains(self) -> None:
+        """A batch's first token's norm gains into the gain memory as the norm takes them; the
+        other tokens' norms read them back (``replay``, started with the norm)."""
+        m, norm, param = self.m, self.units.norm, self.param
+        taken = self._gains_from_memory() & param.valid & norm.gain.ready
+        m.d.comb += [self.gain_write.addr.eq(self.gain_count),
+                     self.gain_write.data.eq(param.data), self.gain_write.en.eq(taken),
+                     self.replay.ready.eq(self.flag["feed_norm"] & ~self.first_tok
+                                          & norm.gain.ready)]
+        with m.If(taken):
+            m.d.sync += self.gain_count.eq(self.gain_count + 1)
+
+    def _swiglu_inputs(self, reader, value):
+        """SwiGLU's gate (the second reader's element or span) and up (the result) of every
+        lane: ``rows_per_beat`` of each of the batch's tokens."""
+        sp, j, r, x = self.sp, self.j, self.p.rows_per_beat, self.units.swiglu.x.payload
+        if self.batch == 1 and r == 1:
+            return [x.gate.eq(sp.element(reader.row, j)[:8]), x.up.eq(value[:8])]
+        rows = [reader.row] if self.batch == 1 else reader.rows
+        return [a for b, row in enumerate(rows) for t, gate in enumerate(sp.span(row, j, r))
+                for a in (x.gate[b * r + t].eq(gate[:8]), x.up[b * r + t].eq(value[b * r + t][:8]))]
+
+    def _last_tokens(self, value):
+        """The batch's last token's ``rows_per_beat`` results of the matrix-vector unit's
+        ``value`` (the logits a batch keeps)."""
+        width = 32 * self.p.rows_per_beat
+        chosen = value.as_value()[:width]
+        for b in range(1, self.batch):
+            chosen = Mux(equals(self.last_tok, b), value.as_value()[b * width:(b + 1) * width],
+                         chosen)
+        return chosen
 
     def reset(self) -> None:
         """A new token: the first operator, the first layer."""
@@ -482,6 +609,9 @@ class Sequencer:
                           self.pc.eq(0), self.layer.eq(0),
                           self.flag["embed_param"].eq(1), self.flag["embedding"].eq(1),
                           self.w_base.eq(self.sp.start[OPERATORS[0].dst])]
+        if self.batch > 1:
+            self.m.d.sync += [self.tok.eq(0), self.pos.eq(self.token.pos),
+                              self.last_tok.eq(self.token.count - 1)]
 
     def run(self, op: Operator) -> None:
         """Elaborate operator ``op``'s case of the program counter."""
@@ -503,15 +633,29 @@ class Sequencer:
             with m.Switch(self.pc):
                 for pc in range(len(OPERATORS)):
                     with m.Case(pc):
-                        if pc == last_layer_pc():  # the next layer, or the final norm
-                            with m.If(self.layer == self.n_layers - 1):
-                                m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
+                        if self.batch > 1 and OPERATORS[pc].unit in PER_TOKEN:
+                            # the batch's next token through the same operator, or on
+                            with m.If(self.tok != self.last_tok):
+                                m.d.sync += [self.tok.eq(self.tok + 1),
+                                             self.pos.eq(self.pos + 1), *self._arrive(pc)]
                             with m.Else():
-                                m.d.sync += [self.pc.eq(first_layer_pc()),
-                                             self.layer.eq(self.layer + 1),
-                                             *self._arrive(first_layer_pc())]
+                                m.d.sync += [self.tok.eq(0), self.pos.eq(self.token.pos)]
+                                self._advance(pc)
                         else:
-                            m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
+                            self._advance(pc)
+
+    def _advance(self, pc: int) -> None:
+        """The assignments that move on from operator ``pc`` (after a layer's last, to the
+        next layer)."""
+        m = self.m
+        if pc == last_layer_pc():  # the next layer, or the final norm
+            with m.If(self.layer == self.n_layers - 1):
+                m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
+            with m.Else():
+                m.d.sync += [self.pc.eq(first_layer_pc()), self.layer.eq(self.layer + 1),
+                             *self._arrive(first_layer_pc())]
+        else:
+            m.d.sync += [self.pc.eq(pc + 1), *self._arrive(pc + 1)]
 
     def _arrive(self, pc: int):
         """Assignments that raise the flags operator ``pc`` starts with — its unit's command
@@ -526,9 +670,13 @@ class Sequencer:
                 out += [self.first[k].eq(run[0]), self.count[k].eq(run[1])]
         if op.unit is Unit.MATVEC:
             cols, rows = getattr(self.c, op.cols), getattr(self.c, op.rows)
-            out.append(self.mvu_cmd.eq(self.mvu_cmd.shape().const({
-                "rows": rows // self.p.rows_per_beat, "beats": -(-cols // self.p.lanes),
-                "out_bits": OutBits[f"INT{op.out_bits}"], "reuse": op.reuse})))
+            command = {"rows": rows // self.p.rows_per_beat, "beats": -(-cols // self.p.lanes),
+                       "out_bits": OutBits[f"INT{op.out_bits}"], "reuse": op.reuse}
+            out.append(self.mvu_cmd.eq(self.mvu_cmd.shape().const(command)))
+            if self.batch > 1:  # every token's vector
+                out.append(self.mvu_cmd.vectors.eq(self.token.count))
+        if op.unit is Unit.EMBED:  # a batch's later tokens (the first's: :meth:`reset`)
+            out += [self.flag["embed_param"].eq(1), self.flag["embedding"].eq(1)]
         if op.unit is Unit.SILU_TABLE:
             out.append(self.flag["silu"].eq(1))
         elif pc == lm_head_pc():  # it waits for the sampler (:meth:`matvec_streams`)
@@ -602,6 +750,10 @@ class Sequencer:
         with m.If(equals(phase, 0) & norm.cmd.ready):  # the command: ``cmd_norm``
             self._start(0)
             m.d.sync += self._enter("feed_norm", 1, leave="cmd_norm")
+            if self.batch > 1:  # the gains kept from the first token, or kept now
+                m.d.sync += self.gain_count.eq(0)
+                with m.If(~self.first_tok):
+                    self.replay.start(0, self.c.hidden // self.p.param_width)
         # rows in from the reader (``feed_norm``), ``j`` counts elements out
         with m.If(equals(phase, 1) & norm.y.valid):
             m.d.sync += j.eq(j + self.p.param_width)
@@ -635,7 +787,16 @@ class Sequencer:
                 with m.Elif(have & mvu.vec.ready):
                     m.d.sync += have.eq(0)
                     with m.If(i >= beats * lanes // vw):
-                        m.d.sync += self._stream(op)
+                        if self.batch == 1:
+                            m.d.sync += self._stream(op)
+                        else:  # the batch's next token's vector, from its bank
+                            with m.If(self.tok != self.last_tok):
+                                sp.reader0.start(self.first[0], self.count[0],
+                                                 bank=self.tok + 1)
+                                m.d.sync += [self.tok.eq(self.tok + 1), i.eq(0),
+                                             self.padding.eq(0)]
+                            with m.Else():
+                                m.d.sync += [self.tok.eq(0), *self._stream(op)]
         with m.If(equals(phase, 2)):  # the streams: :meth:`matvec_streams`
             self._sink(op)
             with m.If(mvu.out.valid & mvu.out.ready):
@@ -668,6 +829,10 @@ class Sequencer:
         norm = (f["feed_norm"], u.norm.y.valid, j, u.norm.y.payload.value)
         wide = self.p.param_width > 1
         r = self.p.rows_per_beat
+        if self.batch > 1:
+            self._keep_gains()
+            self._banked_writes(norm)
+            return
         if r == 1:
             total = Signal(signed(18))
             m.d.comb += total.eq(sp.element(reader.row, j) + value)
@@ -695,6 +860,35 @@ class Sequencer:
             (f["draining"], u.att.out.valid, self.head * self.head_rows + j,
              u.att.out.payload.value),
         ], ([norm] if wide else []) + ([] if r == 1 else products))
+
+    def _banked_writes(self, norm) -> None:
+        """:meth:`writes` with a bank per token: the operators that run token by token write
+        the bank of the token (``tok``), the matrix-vector sinks every bank at once, each its
+        token's ``rows_per_beat`` results (spans of a row, one element wide at one a beat)."""
+        m, sp, f, sink, u, j = self.m, self.sp, self.flag, self.sink_of, self.units, self.j
+        reader, value, r = sp.reader1, u.mvu.out.payload.value, self.p.rows_per_beat
+        wide = self.p.param_width > 1
+        for b, bank in enumerate(sp.banks):
+            mine = equals(self.tok, b)
+            totals = []
+            for t, residual in enumerate(sp.span(reader.rows[b], j, r)):
+                total = Signal(signed(18), name=f"total{b}_{t}")
+                m.d.comb += total.eq(residual + value[b * r + t])
+                totals.append(saturate(m, total, 16))
+            products = [
+                (sink[Sink.STORE], u.mvu.out.valid, j, [value[b * r + t][:16] for t in range(r)]),
+                (sink[Sink.ADD], u.mvu.out.valid & reader.valid, j, totals),
+                (sink[Sink.SWIGLU], u.swiglu.y.valid, self.k,
+                 [u.swiglu.y.payload.value[b * r + t] for t in range(r)])]
+            norm_b = (norm[0] & mine, *norm[1:])
+            bank.write(self.w_base, [
+                (f["embedding"] & mine, self.embed_stored, self.embed_index, self.embed_value),
+                *([] if wide else [norm_b]),
+            ], [
+                (f["feed_rope"] & mine, u.rope.y.valid, j, u.rope.y.payload.value),
+                (f["draining"] & mine, u.att.out.valid, self.head * self.head_rows + j,
+                 u.att.out.payload.value),
+            ], ([norm_b] if wide else []) + products)
 
     def rope(self, op: Operator) -> None:  # in place, a scratchpad row a beat
         m, rope = self.m, self.units.rope

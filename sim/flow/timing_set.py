@@ -69,5 +69,9 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 32,
                           "heads_parallel": 4, "vector_width": 8, "param_width": 8,
                           "rows_per_beat": 4, "external_kv": 1}),
+        # and with a batched ingest of two tokens (scratchpad banks, replayed gains)
+        ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 32,
+                          "heads_parallel": 4, "vector_width": 8, "param_width": 8,
+                          "rows_per_beat": 4, "external_kv": 1, "ingest_batch": 2}),
     ],
 }

@@ -19,11 +19,9 @@ compute-bound exactly where the RTL is.
 All times are cycles; :meth:`CoreTiming.token_cycles` is the entry point for the core as
 built, and :func:`cycles_to_ms` turns cycles into milliseconds at a clock.
 
-:meth:`CoreTiming.batch_cycles` models a core that is not built yet: a batched ingest, several
-tokens on one pass of the weights through a matrix-vector unit with as many vectors a beat
-(:class:`~heteroreason.rtl.decoder.mvu.MatVecUnit`'s ``vectors``, which is built and verified on
-its own). Its figures are a model of that core, with the single-token core's calibrated
-overheads; no RTL run backs them.
+:meth:`CoreTiming.batch_cycles` prices a batched ingest (``DecoderParams.ingest_batch``): several
+tokens on one pass of the weights, each matrix-vector beat meeting every token's vector, the
+other operators token by token, with the single-token core's calibrated overheads.
 """
 
 from __future__ import annotations
@@ -169,16 +167,17 @@ class CoreTiming:
         return self._pass_cycles(position, keep_logits=keep_logits, batch=1)
 
     def batch_cycles(self, position: int, batch: int) -> float:
-        """Cycles of a batched ingest (a model of a core not built yet; see the module): the
-        ``batch`` tokens at ``position``, ``position + 1``, ... through every layer on one pass
-        of the weights, no LM head. Each matrix-vector operator loads the batch's vectors one
-        after the other and streams its weights once, through a unit of ``batch`` vectors a
-        beat (its longer pipeline: :func:`~heteroreason.rtl.decoder.mvu.result_latency`); the
-        embedding, norms, RoPE, KV writes and attention run token by token (each token's
-        attention over its own length: causal within the batch); the SiLU table loads once a
-        layer. ``batch_cycles(position, 1)`` is ``token_cycles(position, keep_logits=False)``."""
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive integer, not {batch!r}")
+        """Cycles of a batched ingest: the ``batch`` tokens (at most the design's
+        ``ingest_batch``) at ``position``, ``position + 1``, ... through every layer on one
+        pass of the weights, no LM head. Each matrix-vector operator loads the batch's vectors
+        one after the other and streams its weights once; the embedding, norms, RoPE, KV
+        writes and attention run token by token (each token's attention over its own length:
+        causal within the batch); the SiLU table loads once a layer. ``batch_cycles(position,
+        1)`` is ``token_cycles(position, keep_logits=False)``."""
+        most = self.params.ingest_batch
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= most:
+            raise ValueError(f"batch must be an integer in [1, {most}] (the design's "
+                             f"ingest_batch), not {batch!r}")
         last = self.config.max_context - batch
         if isinstance(position, bool) or not isinstance(position, int) or \
                 not 0 <= position <= last:
@@ -213,7 +212,7 @@ class CoreTiming:
         first = self.memory_latency_cycles + r + BUFFER_OUTPUT_LATENCY + o.first_beat
         # the matrix-vector unit's pipeline: its last result leaves this long after the last
         # beat (the operator waits for it), one cycle of which the beat count already holds
-        drain = result_latency(p.lanes, vectors=batch) - 1
+        drain = result_latency(p.lanes, vectors=p.ingest_batch) - 1
         t = float(TOKEN_START_LATENCY)  # the first operator starts a cycle after the token
         delivered = consumed = 0.0  # stream beats
 

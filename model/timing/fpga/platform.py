@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming
@@ -149,23 +149,29 @@ def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
 
 def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
                              batch: int) -> Resources:
-    """:func:`estimate_resources` of ``params`` with a matrix-vector unit of ``batch`` vectors
-    a beat (a batched ingest; the rest of the batched core, its scratchpad copies above all,
-    is not counted: it is not built). Per extra vector pair, a DSP slice per MAC lane (two
-    vectors share one: :data:`~heteroreason.rtl.decoder.mvu.PACKED_LOW_BITS`); per extra
-    vector and row, a requantizer of 6 slices; per extra vector and MAC lane, the 86 LUTs a
-    lane of :func:`estimate_resources` (its adder tree). Synthesized (Yosys synth_xilinx), the
-    64-lane unit goes from LUT 2,462, FF 5,440, DSP 70 at one vector to LUT 10,578, FF
-    19,470, DSP 152 at four: 42 LUTs and 73 flip-flops a lane and extra vector, so the 86 is
-    about twice what the narrow unit measures."""
+    """:func:`estimate_resources` of ``params`` built with ``ingest_batch=batch``: per extra
+    vector pair of the matrix-vector unit, a DSP slice per MAC lane (two vectors share one:
+    :data:`~heteroreason.rtl.decoder.mvu.PACKED_LOW_BITS`); per extra vector and row, a
+    requantizer of 6 slices; per extra vector and MAC lane, the 86 LUTs a lane of
+    :func:`estimate_resources` (its adder tree); per extra token, a scratchpad bank in block
+    RAM (18-Kbit blocks 36 bits wide and 512 deep), and one copy of a norm's gains.
+    Synthesized (Yosys synth_xilinx), the 64-lane unit goes from LUT 2,462, FF 5,440, DSP 70
+    at one vector to LUT 10,578, FF 19,470, DSP 152 at four: 42 LUTs and 73 flip-flops a lane
+    and extra vector, so the 86 is about twice what the narrow unit measures."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, not {batch!r}")
     base = estimate_resources(config, params)
     macs, k = params.beat_bytes, params.rows_per_beat
     dsp = macs * (math.ceil(batch / 2) - 1) + 6 * k * (batch - 1)
     lut = 86 * macs * (batch - 1)
+    c, v = config, params.vector_width
+    rows = (2 * c.hidden + 2 * c.q_dim + 2 * c.kv_dim + 2 * c.ffn) // v  # scratchpad rows
+    bank = math.ceil(16 * v / 36) * math.ceil(rows / 512)
+    gains = math.ceil(69 * params.param_width / 36) * math.ceil(c.hidden // params.param_width
+                                                                / 512)
+    bram = (batch - 1) * bank + (gains if batch > 1 else 0)
     return Resources(lut=base.lut + lut, ff=base.ff + 73 * macs * (batch - 1),
-                     dsp=base.dsp + dsp, bram18k=base.bram18k, uram=base.uram)
+                     dsp=base.dsp + dsp, bram18k=base.bram18k + bram, uram=base.uram)
 
 
 def _divisors(n: int) -> list[int]:
@@ -266,10 +272,9 @@ def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context
 def batched_ingest_ms(model: str | Qwen2Config, board: str | FpgaBoard, context: int,
                       tokens: int, *, batch: int) -> float:
     """Milliseconds to ingest ``tokens`` host tokens after ``context`` in batches of ``batch``
-    (the last one shorter if need be) on the board's design with a matrix-vector unit of
-    ``batch`` vectors a beat: :meth:`~heteroreason.model.timing.fpga.core_cycles.CoreTiming.
-    batch_cycles`, a model of a core not built yet (the unit is; the rest is the single-token
-    core's calibrated timing, operator by operator)."""
+    (a power of two; the last batch shorter if need be) on the board's design built with
+    ``ingest_batch=batch`` (:meth:`~heteroreason.model.timing.fpga.core_cycles.CoreTiming.
+    batch_cycles`)."""
     config = qwen2_config(model) if isinstance(model, str) else model
     board = fpga_board(board) if isinstance(board, str) else board
     for name, value in (("tokens", tokens), ("batch", batch)):
@@ -280,7 +285,7 @@ def batched_ingest_ms(model: str | Qwen2Config, board: str | FpgaBoard, context:
         raise ValueError(f"context must be in [0, {config.max_context - tokens}] for "
                          f"{tokens} tokens of {config.name}, not {context!r}")
     calibration = _committed_calibration()
-    params = design_for(config, board, calibration=calibration)
+    params = replace(design_for(config, board, calibration=calibration), ingest_batch=batch)
     timing = core_timing(config, board, params, calibration.overheads)
     cycles = sum(timing.batch_cycles(start, min(batch, context + tokens - start))
                  for start in range(context, context + tokens, batch))

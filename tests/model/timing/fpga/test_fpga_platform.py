@@ -116,7 +116,11 @@ def test_the_batched_units_resources():
     # two vectors a DSP slice: four vectors cost one more slice a MAC lane, and the
     # requantizers of three more vectors' rows
     assert four.dsp - base.dsp == macs + 18 * k
-    assert four.lut - base.lut == 3 * 86 * macs and four.bram18k == base.bram18k
+    assert four.lut - base.lut == 3 * 86 * macs
+    # three more scratchpad banks of 424 rows of 512 bits (15 blocks each), and the gains'
+    # copy: 896 / 8 entries of 8 x 69 bits (16 blocks wide, one deep)
+    assert (params.vector_width, params.param_width) == (32, 8)
+    assert four.bram18k - base.bram18k == 3 * 15 + 16
     assert four.fits(BOARDS["u280-300"].resources)
 
 
