@@ -1,7 +1,7 @@
 """DraftEngine: the KV front end (KVMU + input MUX) and the decoder core behind the host
 interface of docs/design.md §4.4."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -30,6 +30,11 @@ class DraftEngine(wiring.Component):
     A host token id outside the vocabulary is consumed without being processed and sets the
     sticky ``bad_token`` status (the KVMU's position for it is left unwritten; the host recovers
     with INIT).
+
+    With ``ingest_batch`` B > 1 host tokens are gathered into batches for the core (see
+    :meth:`_batches`): up to B at consecutive positions, closed by a token that keeps its
+    logits; a batch goes to the core once the core is free and no token that could join it is
+    offered. Draft tokens still go one at a time. ``tokens`` counts tokens, not passes.
 
     Parameters
     ----------
@@ -63,9 +68,6 @@ class DraftEngine(wiring.Component):
                 not 0 < capacity <= c.max_context:
             raise ValueError(f"capacity must be an integer in [1, {c.max_context}] (the model's "
                              f"maximum context), not {capacity!r}")
-        if isinstance(params, DecoderParams) and params.ingest_batch != 1:
-            raise ValueError(f"the engine feeds its core a token at a time: ingest_batch must "
-                             f"be 1, not {params.ingest_batch} (batches: DecoderCore)")
         self._core = DecoderCore(model=model, params=params)
         self._token_width = max(1, (c.vocab - 1).bit_length())
         self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)
@@ -119,6 +121,9 @@ class DraftEngine(wiring.Component):
             core.sample.ready.eq(front.sampler.ready),
         ]
 
+        if core.params.ingest_batch > 1:
+            self._batches(m, front, core)
+            return m
         # a token the decoder takes goes to the core; draft tokens are also reported
         beat = front.decoder.payload
         is_draft = equals(beat.source, Source.DRAFT)
@@ -146,12 +151,21 @@ class DraftEngine(wiring.Component):
         with m.If(front.decoder.valid & front.decoder.ready & ~in_vocab):
             m.d.sync += bad_token.eq(1)
 
+        self._counters(m, front, core, core.token.valid & core.token.ready)
+        return m
+
+    def _counters(self, m, front, core, taken) -> None:
+        """The status counters; ``taken``: the tokens the core takes this cycle (a flag with
+        one token a pass)."""
         tokens, busy, wait, full, stall = (Signal(32) for _ in range(5))
         m.d.comb += [self.tokens.eq(tokens), self.busy_cycles.eq(busy),
                      self.weight_wait_cycles.eq(wait), self.buffer_full_cycles.eq(full),
                      self.stall_cycles.eq(stall)]
-        with m.If(core.token.valid & core.token.ready):
-            m.d.sync += tokens.eq(tokens + 1)
+        if core.params.ingest_batch == 1:
+            with m.If(taken):
+                m.d.sync += tokens.eq(tokens + 1)
+        else:
+            m.d.sync += tokens.eq(tokens + taken)
         with m.If(core.busy):
             m.d.sync += busy.eq(busy + 1)
         with m.If(core.weight_wait):
@@ -160,4 +174,62 @@ class DraftEngine(wiring.Component):
             m.d.sync += full.eq(full + 1)
         with m.If(front.stalled):
             m.d.sync += stall.eq(stall + 1)
-        return m
+
+    def _batches(self, m, front, core) -> None:
+        """Host tokens gathered into batches of up to ``ingest_batch`` at consecutive positions
+        (a batch closes at its B-th token, at a token that keeps its logits, or when the next
+        host token is not at the next position); a batch goes to the core once the core is free
+        and no token that could join it is offered in that cycle. Draft tokens go to the core
+        one at a time, as with one token a pass, once no batch is gathered."""
+        n = core.params.ingest_batch
+        beat = front.decoder.payload
+        is_draft = equals(beat.source, Source.DRAFT)
+        in_vocab = beat.token < self._vocab
+        report_ready = ~is_draft | self.draft_out.ready
+        tokens = Signal(data.ArrayLayout(range(self._vocab), n), name="batch_tokens")
+        count = Signal(range(n + 1), name="batch_count")
+        pos = Signal(beat.pos.shape(), name="batch_pos")
+        keep = Signal(name="batch_keep")
+        closed = Signal(name="batch_closed")
+        empty = equals(count, 0)
+        # a host token in the vocabulary that can join the batch
+        joins = front.decoder.valid & ~is_draft & in_vocab & ~closed \
+            & (empty | (beat.pos == pos + count))
+        issue = ~empty & core.token.ready & ~joins
+        draft = front.decoder.valid & is_draft & in_vocab & empty
+        bad_token = Signal()
+        m.d.comb += [
+            core.token.valid.eq(issue | (draft & report_ready)),
+            core.token.payload.count.eq(Mux(issue, count, 1)),
+            core.token.payload.pos.eq(Mux(issue, pos, beat.pos)),
+            core.token.payload.keep.eq(Mux(issue, keep, beat.keep_logits)),
+            self.draft_out.valid.eq(draft & ~issue & core.token.ready),
+            self.draft_out.payload.token.eq(beat.token),
+            self.draft_out.payload.pos.eq(beat.pos),
+            self.draft_out.payload.eos.eq(equals(beat.token, self._eos)),
+            # a token joins the batch, a draft token goes to the core, or a token outside the
+            # vocabulary is dropped (a host token not at the next position waits for the batch
+            # to go)
+            front.decoder.ready.eq(joins | (draft & ~issue & core.token.ready & report_ready)
+                                   | (front.decoder.valid & ~in_vocab)),
+            self.bad_token.eq(bad_token),
+            self.mode.eq(front.mode),
+            self.error.eq(front.error),
+            self.draft_out.payload.step_end.eq(core.sample.payload.step_end),
+        ]
+        for k in range(n):
+            m.d.comb += core.token.payload.tokens[k].eq(Mux(issue, tokens[k],
+                                                            beat.token if k == 0 else 0))
+        with m.If(issue):
+            m.d.sync += [count.eq(0), closed.eq(0), keep.eq(0)]
+        with m.Elif(joins):
+            index = count[:max(1, (n - 1).bit_length())]
+            m.d.sync += [tokens[index].eq(beat.token), count.eq(count + 1),
+                         keep.eq(beat.keep_logits),
+                         closed.eq(beat.keep_logits | equals(count, n - 1))]
+            with m.If(empty):
+                m.d.sync += pos.eq(beat.pos)
+        with m.If(front.decoder.valid & front.decoder.ready & ~in_vocab):
+            m.d.sync += bad_token.eq(1)
+        taken = Mux(issue, count, draft & core.token.ready & report_ready)
+        self._counters(m, front, core, taken)

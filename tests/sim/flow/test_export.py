@@ -93,9 +93,6 @@ def test_parse_params_defaults_and_errors():
      "heads_parallel (3) must divide the query heads per KV head (4)"),
     (["--top", "draft_engine", "--capacity", "4096"],
      "capacity must be an integer in [1, 512]"),
-    (["--top", "draft_engine", "--param", "ingest_batch=2"],
-     "the engine feeds its core a token at a time: ingest_batch must be 1, not 2 (batches: "
-     "DecoderCore)"),
     (["--top", "decoder_core", "--param", "ingest_batch=3"],
      "ingest_batch must be a power of two, not 3"),
     (["--top", "kvmu", "--preset", "test-tiny"],
