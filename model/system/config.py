@@ -89,20 +89,25 @@ class SystemConfig:
         return replace(self, fpga=fpga, fpga_power=fpga_power, fpga_system_w=system_w)
 
 
-def _fpga_draft(board: str, preset: str | None = None) -> tuple[LlmTiming, DevicePower]:
-    """The board's draft timing (the artifact's preset, or the RTL-calibrated model) and its
-    power."""
-    return (timing(preset) if preset else draft_timing(board)), board_power(board)
+def _fpga_draft(board: str, preset: str | None = None, *,
+                ingest_batch: int = 1) -> tuple[LlmTiming, DevicePower]:
+    """The board's draft timing (the artifact's preset, or the RTL-calibrated model, its ingest
+    in passes of ``ingest_batch``) and its power."""
+    return (timing(preset) if preset else draft_timing(board, ingest_batch=ingest_batch)), \
+        board_power(board)
 
 
 # the FPGA draft models a configuration can run with, named ``<source>-<board>`` (``fpga/`` and
 # the name is the timing preset): the artifact simulator's coefficients, or the RTL-calibrated
 # timing of this project's decoder on a board (:data:`~heteroreason.model.timing.fpga.platform.
-# BOARDS`: ``u280-200``, ``u280-300``, ``v80``)
+# BOARDS`: ``u280-200``, ``u280-300``, ``v80``); ``-batch4``: the design built with a batched
+# ingest of four tokens a pass (where it fits the board)
 FPGA_MODELS = {
     "artifact": None,  # the configuration's own: the artifact simulator's U280 coefficients
     "artifact-v80": functools.partial(_fpga_draft, "v80", "fpga/artifact-v80"),
     **{f"rtl-{board}": functools.partial(_fpga_draft, board) for board in BOARDS},
+    **{f"rtl-{board}-batch4": functools.partial(_fpga_draft, board, ingest_batch=4)
+       for board in ("u280-300", "v80")},
 }
 # the artifact's U280 ran at 300 MHz
 ARTIFACT_BOARD = "u280-300"

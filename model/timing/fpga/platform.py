@@ -293,7 +293,7 @@ def batched_ingest_ms(model: str | Qwen2Config, board: str | FpgaBoard, context:
 
 
 @functools.cache
-def draft_timing(board: str, model: str = "qwen2.5-0.5b") -> LlmTiming:
+def draft_timing(board: str, model: str = "qwen2.5-0.5b", *, ingest_batch: int = 1) -> LlmTiming:
     """The board's RTL-calibrated draft timing in the scheduler's form: a floor and a line in
     the context (a token costs the larger), fitted to :func:`draft_ms_per_token` at 64
     contexts over the model's range: the floor is the token at context 0 (a design bound by
@@ -302,9 +302,18 @@ def draft_timing(board: str, model: str = "qwen2.5-0.5b") -> LlmTiming:
     (shadow-synchronisation) cost from the token without its LM head (see
     :class:`~heteroreason.model.timing.device_timing.LlmTiming`), over contexts up to 4096.
     The line is exact where the design is compute bound (its attention is linear in the
-    context); the fit's largest deviation from the timing model is stated in ``source``."""
+    context); the fit's largest deviation from the timing model is stated in ``source``.
+
+    With ``ingest_batch`` B > 1 the design is built with a batched ingest (its resources
+    checked against the board: :func:`batched_ingest_resources`) and a host token's ingest
+    costs a B-th of a pass of B (:func:`batched_ingest_ms`): the floor at context 0, and the
+    line with the decode's slope (each token's attention runs on its own) and the intercept
+    that fits the passes at the longer contexts best. (Host tokens come in whole batches but
+    for a run's last, which the per-token price slightly undercharges.)"""
     config = qwen2_config(model)
     fpga_board(board)
+    if ingest_batch != 1:
+        return _batched_draft_timing(board, config, ingest_batch)
     last = min(config.max_context, 4096) - 1
     contexts = [round(k * last / 63) for k in range(64)]
     ms = [draft_ms_per_token(config, board, n) for n in contexts]
@@ -337,6 +346,36 @@ def draft_timing(board: str, model: str = "qwen2.5-0.5b") -> LlmTiming:
                                f"{design_for(config, board)}; floor and line fit within "
                                f"{100 * worst((intercept, slope)):.2f} % (ingest "
                                f"{100 * ingest_worst:.2f} %)")
+
+
+def _batched_draft_timing(board: str, config: Qwen2Config, batch: int) -> LlmTiming:
+    """:func:`draft_timing` with the ingest of a design built with ``ingest_batch=batch``."""
+    params = design_for(config, board)
+    need, have = batched_ingest_resources(config, params, batch), BOARDS[board].resources
+    if not need.fits(have):
+        raise ValueError(f"a batched ingest of {batch} does not fit {board}: the design "
+                         f"{params} would need LUT {need.lut:,} of {have.lut:,}, DSP "
+                         f"{need.dsp:,} of {have.dsp:,}, BRAM18K {need.bram18k:,} of "
+                         f"{have.bram18k:,}")
+    single = draft_timing(board, config.name)
+    last = min(config.max_context, 4096) - batch
+    contexts = [round(k * last / 63) for k in range(64)]
+    # a token's share of a pass of ``batch`` at each context (its tokens at n .. n + batch - 1)
+    shares = [batched_ingest_ms(config, board, n, batch, batch=batch) / batch for n in contexts]
+    slope = single.decode_ms_per_kv_token
+    floor = shares[0]
+    # the scheduler charges a token at n with n + 1 entries: the pass's mean token attends to
+    # n + (batch + 1) / 2
+    lined = [(n, t) for n, t in zip(contexts, shares, strict=True) if t > floor * 1.001]
+    intercept = (sum(t - slope * (n + (batch + 1) / 2) for n, t in lined) / len(lined)
+                 if lined else floor)
+    timing = single.with_(ingest_ms_per_token=max(0.0, intercept), ingest_floor_ms_per_token=floor)
+    worst = max(abs(timing.ingest_ms(batch, n) / (batch * t) - 1)
+                for n, t in zip(contexts, shares, strict=True))
+    return timing.with_(name=f"{single.name}-batch{batch}",
+                        source=f"{single.source}; ingest in passes of {batch} (design built "
+                               f"with ingest_batch={batch}), a token's share of a pass fit "
+                               f"within {100 * worst:.2f} %")
 
 
 def edge_gpu_ms_per_token(model: str | Qwen2Config, gpu: str, context: int) -> float:

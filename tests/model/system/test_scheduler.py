@@ -146,7 +146,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match=r"^no traces to simulate$"):
         simulate([], CFG, "baseline")
     with pytest.raises(ValueError, match=r"^unknown FPGA model 'u50'; choose one of artifact, "
-                                         r"artifact-v80, rtl-u280-200, rtl-u280-300, rtl-v80$"):
+                                         r"artifact-v80, rtl-u280-200, rtl-u280-300, rtl-v80, "
+                                         r"rtl-u280-300-batch4, rtl-v80-batch4$"):
         system_config("config1", fpga="u50")
 
 

@@ -69,7 +69,7 @@ def test_scheduler_timing_follows_the_calibrated_model():
     assert config.fpga == draft_timing("u280-200")
     assert config.fpga_power.active_w == BOARDS["u280-200"].power_w
     assert set(FPGA_MODELS) == {"artifact", "artifact-v80", "rtl-u280-200", "rtl-u280-300",
-                                "rtl-v80"}
+                                "rtl-v80", "rtl-u280-300-batch4", "rtl-v80-batch4"}
     with pytest.raises(KeyError, match=r"^\"unknown board 'u50'; choose one of u280-200, "
                                        r"u280-300, v80\"$"):
         draft_timing("u50")
@@ -134,3 +134,20 @@ def test_bad_batched_ingests():
         batched_ingest_ms(Q05, "u280-300", 32_700, 100, batch=4)
     with pytest.raises(ValueError, match=r"^batch must be a positive integer, not 2\.0$"):
         batched_ingest_resources(Q05, design_for(Q05, "u280-300"), 2.0)
+
+
+def test_the_scheduler_prices_a_batched_ingest_by_the_pass():
+    """With four tokens a pass, a host token's ingest costs a quarter of a pass of four (within
+    the fit's 0.5 %), the decode is the design's own, and a run of 100 tokens after context 0
+    ingests in a third of the token-by-token time."""
+    single, batched = draft_timing("u280-300"), draft_timing("u280-300", ingest_batch=4)
+    for n in (0, 700, 3000):
+        assert batched.ingest_ms(4, n) == pytest.approx(
+            batched_ingest_ms(Q05, "u280-300", n, 4, batch=4), rel=0.005)
+        assert batched.decode_ms(1, n) == single.decode_ms(1, n)
+    assert batched.ingest_ms(100, 0) < 0.35 * single.ingest_ms(100, 0)
+    config = system_config("config2", fpga="rtl-u280-300-batch4")
+    assert config.fpga == batched
+    with pytest.raises(ValueError, match=r"^a batched ingest of 4 does not fit u280-200: the "
+                                         r"design .* would need LUT 1,314,960 of 1,303,680"):
+        draft_timing("u280-200", ingest_batch=4)
