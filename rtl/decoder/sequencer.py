@@ -563,8 +563,9 @@ class Sequencer:
         ]
 
     def _gains_from_memory(self):
-        """The norm takes its gains from the parameter stream (with a batch, the first
-        token's; they are kept for the others, see :meth:`_keep_gains`)."""
+        """The norm takes its gains from memory, i.e. from the parameter stream (with a batch,
+        only the first token's; the others' come from the on-chip copy, see
+        :meth:`_keep_gains`)."""
         if self.batch == 1:
             return self.flag["feed_norm"]
         return self.flag["feed_norm"] & self.first_tok
