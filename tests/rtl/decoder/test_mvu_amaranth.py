@@ -144,15 +144,22 @@ def test_random_jobs_match_the_reference(lanes, k, seed):
         for _, _, _, expected in jobs:
             results.append(await collect_results(ctx, dut, len(expected), k, stall))
 
+    run_jobs(dut, driver, monitor, results, [job[3] for job in jobs], seed=seed,
+             max_cycles=200_000)
+
+
+def run_jobs(dut, driver, monitor, results, expected, *, seed, max_cycles):
+    """Run the job driver and the result monitor to the end of every job; each job's results
+    (``results``, filled by the monitor) equal its ``expected`` ones."""
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
-    run_until_done(sim, lambda: len(results) == len(jobs), clock_period_s=1e-8,
-                   max_cycles=200_000)
-    assert len(results) == len(jobs), f"seed={seed}: only {len(results)} jobs finished"
-    for i, ((_, _, _, expected), got) in enumerate(zip(jobs, results, strict=True)):
-        assert got == expected, f"seed={seed} job {i}"
+    run_until_done(sim, lambda: len(results) == len(expected), clock_period_s=1e-8,
+                   max_cycles=max_cycles)
+    assert len(results) == len(expected), f"seed={seed}: only {len(results)} jobs finished"
+    for i, (want, got) in enumerate(zip(expected, results, strict=True)):
+        assert got == want, f"seed={seed} job {i}"
 
 
 def test_parameters_are_validated():
@@ -383,15 +390,8 @@ def test_batched_jobs_match_the_reference(lanes, k, vectors, seed):
             results.append(await collect_results(ctx, dut, len(job["expected"]), vectors * k,
                                                  stall))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(driver)
-    sim.add_testbench(monitor)
-    run_until_done(sim, lambda: len(results) == len(jobs), clock_period_s=1e-8,
-                   max_cycles=100_000)
-    assert len(results) == len(jobs), f"seed={seed}: only {len(results)} jobs finished"
-    for i, (job, got) in enumerate(zip(jobs, results, strict=True)):
-        assert got == job["expected"], f"seed={seed} job {i}"
+    run_jobs(dut, driver, monitor, results, [job["expected"] for job in jobs], seed=seed,
+             max_cycles=100_000)
 
 
 @pytest.mark.parametrize("lanes, k, vectors", [(8, 1, 2), (8, 2, 3), (64, 1, 4)])
