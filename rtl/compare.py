@@ -8,6 +8,8 @@ full width in the generated Verilog.
 
 from amaranth.hdl import Const, Shape, Value
 
+from heteroreason.model import checks
+
 __all__ = ["equals", "greater_split", "is_zero"]
 
 
@@ -33,9 +35,7 @@ def greater_split(a, b, parts: int = 2):
     if len(b) != width or width < 2:
         raise ValueError(f"greater_split needs two values of one width of at least 2 bits, "
                          f"not {width} and {len(b)}")
-    if isinstance(parts, bool) or not isinstance(parts, int) or not 2 <= parts <= width:
-        raise ValueError(f"greater_split's parts must be an integer in [2, {width}], "
-                         f"not {parts!r}")
+    checks.integer("greater_split's parts", parts, low=2, high=width)
     bounds = [width * k // parts for k in range(parts + 1)]
     verdict = None
     for k in range(parts):  # from the lowest slice up

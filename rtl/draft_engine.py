@@ -5,8 +5,9 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.golden.kvmu import Error, Mode, Source
-from heteroreason.model.numerics.qwen2_int8 import QuantizedModel
+from heteroreason.model import checks
+from heteroreason.model.spec.numerics.qwen2_int8 import QuantizedModel
+from heteroreason.model.spec.protocol import Error, Mode, Source
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.core import KV_PORTS, DecoderCore
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -64,10 +65,8 @@ class DraftEngine(wiring.Component):
         if not isinstance(model, QuantizedModel):
             raise TypeError(f"model must be a QuantizedModel, not {type(model).__name__}")
         c = model.config
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or \
-                not 0 < capacity <= c.max_context:
-            raise ValueError(f"capacity must be an integer in [1, {c.max_context}] (the model's "
-                             f"maximum context), not {capacity!r}")
+        checks.integer("capacity", capacity, low=1, high=c.max_context,
+                       note="the model's maximum context")
         self._core = DecoderCore(model=model, params=params)
         self._token_width = max(1, (c.vocab - 1).bit_length())
         self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)

@@ -4,7 +4,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.golden.kvmu import Mode, Source
+from heteroreason.model import checks
+from heteroreason.model.spec.protocol import Mode, Source
 from heteroreason.rtl.compare import equals
 
 __all__ = ["DecoderInputLayout", "HostTokenLayout", "InputMux", "SampledTokenLayout"]
@@ -76,11 +77,8 @@ class InputMux(wiring.Component):
     """
 
     def __init__(self, *, token_width, max_in_flight=4):
-        if not isinstance(token_width, int) or isinstance(token_width, bool) or token_width <= 0:
-            raise TypeError(f"token_width must be a positive integer, not {token_width!r}")
-        if (not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool)
-                or max_in_flight <= 0):
-            raise TypeError(f"max_in_flight must be a positive integer, not {max_in_flight!r}")
+        checks.integer("token_width", token_width, low=1, error=TypeError)
+        checks.integer("max_in_flight", max_in_flight, low=1, error=TypeError)
         self._token_width = token_width
         self._max_in_flight = max_in_flight
         super().__init__({

@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.golden.kvmu import Error, Mode, Op, Source
+from heteroreason.model.spec.protocol import Error, Mode, Op, Source
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.input_mux import InputMux, SampledTokenLayout
 from heteroreason.rtl.kvmu import Kvmu, SpanLayout

@@ -1,17 +1,20 @@
 """KV-cache management unit (KVMU): three pointers and four modes over the draft's KV cache."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.golden.kvmu import Error, Mode, Op, Source
+from heteroreason.model import checks
+from heteroreason.model.spec.protocol import Error, Mode, Op, Source
 from heteroreason.rtl.compare import equals, is_zero
 
 __all__ = ["AllocLayout", "CommandLayout", "Kvmu", "SpanLayout"]
 
 
 def CommandLayout(capacity):
-    """Host command: ``op`` (:class:`~heteroreason.model.golden.kvmu.Op`) and ``pos`` (INIT
+    """Host command: ``op`` (:class:`~heteroreason.model.spec.protocol.Op`) and ``pos`` (INIT
     only)."""
     return data.StructLayout({"op": Op, "pos": range(capacity + 1)})
 
@@ -31,7 +34,7 @@ class Kvmu(wiring.Component):
     Tracks ``valid <= curr <= ahead <= capacity`` over the draft model's KV cache, hands the
     decoder the KV position of every token it admits, submits finished steps for verification,
     and applies the host's verdicts. The event semantics are those of the golden model
-    :class:`heteroreason.model.golden.kvmu.Kvmu`, whose docstring is the specification.
+    :class:`heteroreason.model.spec.golden.kvmu.Kvmu`, whose docstring is the specification.
 
     Parameters
     ----------
@@ -77,8 +80,7 @@ class Kvmu(wiring.Component):
     """
 
     def __init__(self, *, capacity):
-        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity <= 0:
-            raise TypeError(f"capacity must be a positive integer, not {capacity!r}")
+        checks.integer("capacity", capacity, low=1, error=TypeError)
         self._capacity = capacity
         super().__init__({
             "cmd": In(stream.Signature(CommandLayout(capacity))),
@@ -155,6 +157,20 @@ class Kvmu(wiring.Component):
         with m.Elif(full):
             m.d.comb += alloc_error.eq(Error.WRITE_AT_CAPACITY)
 
+        st = SimpleNamespace()  # what the stages share
+        vars(st).update(cap=cap, valid=valid, curr=curr, ahead=ahead, mode=mode, pending=pending)
+        vars(st).update(stalled=stalled, error=error, cmd=cmd, is_init=is_init, is_accept=is_accept)
+        vars(st).update(is_reject=is_reject, cmd_error=cmd_error, tok=tok, is_draft=is_draft)
+        vars(st).update(alloc_error=alloc_error)
+        self._submit_and_update(m, st)
+        return m
+
+    def _submit_and_update(self, m, st):
+        """The submit stream, the handshakes and the pointers' and mode's updates."""
+        cap, valid, curr, ahead, mode = st.cap, st.valid, st.curr, st.ahead, st.mode
+        pending, stalled, error, cmd, is_init = st.pending, st.stalled, st.error, st.cmd, st.is_init
+        is_accept, is_reject, cmd_error, tok = st.is_accept, st.is_reject, st.cmd_error, st.tok
+        is_draft, alloc_error = st.is_draft, st.alloc_error
         sub_full = Signal()
         sub_span = Signal(SpanLayout(cap))
         m.d.comb += [self.submit.valid.eq(sub_full), self.submit.payload.eq(sub_span)]
@@ -218,4 +234,3 @@ class Kvmu(wiring.Component):
                 ]
             with m.Else():
                 m.d.sync += error.eq(Error.NONE)
-        return m

@@ -28,7 +28,7 @@ import sys
 import time
 
 from heteroreason.model.experiments.report import format_table
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.platform import BOARDS, memory_plan
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.sim.measure.cycles import MeasurementError, TokenCycles, measure_token_cycles

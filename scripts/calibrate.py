@@ -27,6 +27,7 @@ from heteroreason.model.timing.fpga.calibration import (
     CALIBRATION_FILE,
     Calibration,
     CalibrationError,
+    Point,
     fit_overheads,
     load_calibration,
     rtl_hash,
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibrate: error: {exc}", file=sys.stderr)
         return 2
     for entry, (points, build) in zip(grid, runs, strict=True):
-        measured += [(entry.held_out, p) for p in points]
+        measured += [(entry.held_out, Point.of(p)) for p in points]
         if args.waves:
             print(f"waves: {build / 'dump.vcd'}", file=sys.stderr)
     if args.check:

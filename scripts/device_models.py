@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from heteroreason.model.experiments.report import format_table
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.device_timing import MEASURED_PROFILES, PRESETS
 from heteroreason.model.timing.energy import DEVICE_POWER
 from heteroreason.model.timing.gpu import GPUS, roofline_check

@@ -15,9 +15,9 @@ import time
 import numpy as np
 
 from heteroreason.model.experiments.report import format_table
-from heteroreason.model.numerics.qwen2_config import qwen2_config
-from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, random_weights
+from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

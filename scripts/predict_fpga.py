@@ -25,7 +25,7 @@ from pathlib import Path
 
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.files import InputError
-from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.calibration import CalibrationError
 from heteroreason.model.timing.fpga.clock_basis import clock_basis, ecp5_basis

@@ -27,9 +27,9 @@ from heteroreason.model.controller.brsd import (
 )
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.files import output_problem
-from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
-from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
+from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
+from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, random_weights
+from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
 from heteroreason.model.system.config import Mode
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.workload.traces import TraceError, read_json_lines

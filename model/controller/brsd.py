@@ -39,6 +39,7 @@ from typing import Protocol
 
 import numpy as np
 
+from heteroreason.model import checks
 from heteroreason.model.workload.traces import (
     RSD_POLICY,
     Policy,
@@ -111,8 +112,7 @@ class ControllerConfig:
         for key in ("max_backtracks", "max_backtrack_depth", "max_step_tokens",
                     "max_total_tokens", "max_steps"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{key} must be a non-negative integer, not {value!r}")
+            checks.integer(key, value, low=0)
         for key in ("max_step_tokens", "max_total_tokens", "max_steps"):
             if getattr(self, key) == 0:  # a trace needs a step of at least one token
                 raise ValueError(f"{key} must be at least 1, not 0")

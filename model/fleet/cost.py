@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming
 from heteroreason.model.timing.gpu import GpuSpec, gpu
 

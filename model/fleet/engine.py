@@ -30,7 +30,7 @@ from heteroreason.model.fleet.cost import (
 )
 from heteroreason.model.fleet.devices import Activity, BatchedGpu, ExclusiveDevice, FleetError
 from heteroreason.model.fleet.lanes import lane_replay
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import Mode, SystemConfig
 from heteroreason.model.system.contexts import check_contexts
 from heteroreason.model.system.event_loop import EventLoop, Priority

@@ -6,7 +6,7 @@ import enum
 import functools
 from dataclasses import dataclass, replace
 
-from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming, timing
 from heteroreason.model.timing.energy import DevicePower, power
 from heteroreason.model.timing.fpga.platform import BOARDS, board_power, draft_timing

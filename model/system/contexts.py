@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import Mode, SystemConfig
 from heteroreason.model.system.replay import ScheduleError
 from heteroreason.model.workload.traces import ProblemTrace

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 
 __all__ = ["MEASURED_PROFILES", "PAPER_U280", "PRESETS", "LlmTiming", "timing"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from heteroreason.model.numerics.qwen2_config import Qwen2Config
+from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
 
 __all__ = ["BYTES_PER_TOKEN_ID", "LINKS", "LinkConfig", "link"]
 

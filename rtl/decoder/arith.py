@@ -1,5 +1,5 @@
 """The integer reference's saturation as combinational logic (one definition for every decoder
-unit): ``sat`` of :mod:`heteroreason.model.numerics.qwen2_int8`. The registered arithmetic
+unit): ``sat`` of :mod:`heteroreason.model.spec.numerics.qwen2_int8`. The registered arithmetic
 (adder tree, requantization) is in :mod:`heteroreason.rtl.decoder.pipeline`."""
 
 from amaranth.hdl import Signal, Value, signed

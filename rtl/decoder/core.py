@@ -8,7 +8,7 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.numerics.qwen2_int8 import QuantizedModel
+from heteroreason.model.spec.numerics.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.attention import Attention, kv_memory_ports
 from heteroreason.rtl.decoder.decode_schedule import decode_schedule
@@ -40,7 +40,7 @@ def param_beat_layout(param_width: int):
 
 
 class DecoderCore(wiring.Component):
-    """The integer reference's decode step (:class:`heteroreason.model.numerics.qwen2_int8.
+    """The integer reference's decode step (:class:`heteroreason.model.spec.numerics.qwen2_int8.
     IntDecoder`) in hardware, one token at a time.
 
     A beat on ``token`` (id, KV position, whether its logits are kept) runs the token through

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heteroreason.model.numerics.qwen2_int8 import QuantizedModel
+from heteroreason.model import checks
+from heteroreason.model.spec.numerics.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.decoder.operators import EMBED, Unit, token_operators
 from heteroreason.rtl.decoder.weight_schedule import linear_schedule
 
@@ -115,10 +116,8 @@ class DecodeSchedule:
     def stream_image(self, stream_bytes: int) -> np.ndarray:
         """The weight image as beats of ``stream_bytes`` (a divisor of :attr:`beat_bytes`):
         beat ``a * (beat_bytes // stream_bytes) + k`` is part ``k`` of the image's beat ``a``."""
-        if isinstance(stream_bytes, bool) or not isinstance(stream_bytes, int) or \
-                stream_bytes <= 0 or self.beat_bytes % stream_bytes:
-            raise ValueError(f"stream_bytes must be a positive divisor of a weight beat "
-                             f"({self.beat_bytes} bytes), not {stream_bytes!r}")
+        checks.integer("stream_bytes", stream_bytes, low=1,
+                       divides=(self.beat_bytes, "a weight beat's bytes"))
         return self.weight_image.reshape(-1, stream_bytes)
 
     def weight_beats_per_token(self, *, keep_logits: bool = True) -> int:
@@ -171,20 +170,15 @@ def decode_schedule(model: QuantizedModel, *, lanes: int, param_width: int = 1,
                     rows_per_beat: int = 1) -> DecodeSchedule:
     """Lay the model's weights and parameters out in consumption order, parameter beats of
     ``param_width`` entries, weight beats of ``rows_per_beat`` rows of ``lanes``."""
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
-        raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
+    checks.integer("lanes", lanes, low=1)
     c = model.config
     g = param_width
-    if isinstance(g, bool) or not isinstance(g, int) or g <= 0 or c.hidden % g:
-        raise ValueError(f"param_width must be a positive integer that divides the hidden size "
-                         f"({c.hidden}), not {g!r}")
+    checks.integer("param_width", g, low=1, divides=(c.hidden, "the hidden size"))
     if c.hidden % lanes:
         raise ValueError(f"lanes ({lanes}) must divide the hidden size ({c.hidden}) so that "
                          "embedding rows stream whole")
     r = rows_per_beat
-    if isinstance(r, bool) or not isinstance(r, int) or r <= 0 or g % r:
-        raise ValueError(f"rows_per_beat must be a positive integer that divides param_width "
-                         f"({g}), not {r!r}")
+    checks.integer("rows_per_beat", r, low=1, divides=(g, "param_width"))
     beat = lanes * r
     embed_row_beats = -(-c.hidden // beat)
     weights: list[np.ndarray] = []

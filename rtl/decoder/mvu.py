@@ -1,38 +1,26 @@
 """Matrix-vector unit: int8 x int8 dot products at ``lanes`` MACs per cycle with requantization."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, enum, fifo, memory, stream, wiring
+from types import SimpleNamespace
+
+from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.rtl.compare import equals, is_zero
-from heteroreason.rtl.decoder.pipeline import (
-    REQUANT_LATENCY,
-    delay,
-    requantize_pipelined,
-    tree_latency,
-    tree_sum_pipelined,
+from heteroreason.model import checks
+from heteroreason.rtl.decoder.mvu_stages import (
+    PACKED_LOW_BITS,
+    MatVecStages,
+    OutBits,
+    result_latency,
 )
 
 __all__ = ["PACKED_LOW_BITS", "MatVecUnit", "OutBits", "result_latency"]
 
-# two int8 x int8 products in one multiplier (vectors side by side, the weight shared): the
-# second vector's product in the low bits of ``w * (x0 * 2**PACKED_LOW_BITS + x1)``
-PACKED_LOW_BITS = 18
-
-
-class OutBits(enum.Enum, shape=2):
-    """Saturation width of a result: int8 activations, int16 residual updates, int32 logits."""
-
-    INT8 = 0
-    INT16 = 1
-    INT32 = 2
-
-
-class MatVecUnit(wiring.Component):
+class MatVecUnit(MatVecStages, wiring.Component):
     """``y[r] = sat(rshift_round((bias[r] + sum_c W[r, c] x[c]) * mult[r], shift[r]))``.
 
-    The arithmetic of :mod:`heteroreason.model.numerics.qwen2_int8` (``requant``) for one linear
-    operator; the weights arrive in the order of
+    The arithmetic of :mod:`heteroreason.model.spec.numerics.qwen2_int8` (``requant``) for one
+    linear operator; the weights arrive in the order of
     :func:`heteroreason.rtl.decoder.weight_schedule.linear_schedule`.
 
     A job starts with a ``cmd`` beat (rows, beats per row, output width, ``reuse``); unless
@@ -113,8 +101,7 @@ class MatVecUnit(wiring.Component):
     def __init__(self, *, lanes, max_beats, max_rows, rows_per_beat=1, vectors=1):
         for name, value in (("lanes", lanes), ("max_beats", max_beats), ("max_rows", max_rows),
                             ("rows_per_beat", rows_per_beat), ("vectors", vectors)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise TypeError(f"{name} must be a positive integer, not {value!r}")
+            checks.integer(name, value, low=1, error=TypeError)
         self._lanes = lanes
         self._max_beats = max_beats
         self._max_rows = max_rows
@@ -201,256 +188,14 @@ class MatVecUnit(wiring.Component):
         last_beat = Signal()
         final_row = Signal()
 
-        # results in flight (taken final beats whose results have not left ``out``): a row's
-        # final beat is taken only while the queue will have room for its result
-        k = self.rows_per_beat
-        width = 32 * k * n
-        depth = self.result_buffer
-        m.submodules.results = results = fifo.SyncFIFOBuffered(width=width + 1, depth=depth)
-        in_flight = Signal(range(depth + 1))
-        take_last = Signal()
-        leave = Signal()
-        m.d.comb += [
-            leave.eq(results.r_rdy & results.r_en),
-            self.out.valid.eq(results.r_rdy),
-            self.out.payload.value.eq(results.r_data[:width]),
-            self.out.payload.last.eq(results.r_data[width]),
-            results.r_en.eq(self.out.ready),
-        ]
-        # ``room``: the queue will hold one more result (registered: no comparison on the take
-        # path), i.e. ``in_flight < depth`` of this cycle. Next cycle's value is chosen by the
-        # take and the leave among flags of this cycle's count (no adder after the take)
-        room = Signal(init=1)
-        next_in_flight = Signal(range(depth + 2))
-        below = (in_flight < depth - 1) if depth > 1 else Const(0)
-        at_edge, full = equals(in_flight, depth - 1), equals(in_flight, depth)
-        m.d.comb += next_in_flight.eq(in_flight + take_last - leave)
-        m.d.sync += [in_flight.eq(next_in_flight),
-                     room.eq(below | (at_edge & (~take_last | leave))
-                             | (full & leave & ~take_last))]
-
-        # stage 0: the taken weight beat, its vector beat read from the buffer, its row's tags
-        take = Signal()
-        s0 = Signal(data.StructLayout({
-            "valid": 1, "first": 1, "last": 1, "final": 1, "bits": OutBits,
-            "param": self.rowparam.payload.shape()}))
-        s0_w = Signal(self.weights.payload.shape(), reset_less=True)
-        for port in reads:
-            m.d.comb += [port.addr.eq(beat), port.en.eq(1)]
-        # with vectors > 1: the vector being loaded, and how many the job loads
-        loading = Signal(range(n), name="loading") if n > 1 else None
-        job_vectors = Signal(range(n + 1), name="job_vectors") if n > 1 else None
-        m.d.sync += s0.valid.eq(take)
-        # a row's parameters are taken with (or before) its first weight beat. The beat, its
-        # tags and the parameters are captured every cycle, in every state (no wide enable or
-        # state mux between the prefetch buffers' block RAM outputs and these registers);
-        # s0.valid says whether they were taken, and ``param`` follows the stream's payload
-        # until a row's parameters are held
-        cur_param = Mux(have_param, param.as_value(), self.rowparam.payload.as_value())
-        m.d.sync += [
-            s0.first.eq(is_zero(beat)), s0.last.eq(last_beat),
-            s0.final.eq(final_row), s0.bits.eq(out_bits), s0.param.eq(cur_param),
-            s0_w.eq(self.weights.payload),
-        ]
-        with m.If(~have_param):
-            m.d.sync += param.eq(self.rowparam.payload)
-
-        with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                # the command's fields are captured every idle cycle (the cycle it is taken
-                # is the last) and the counters cleared: only the state waits on cmd.valid
-                m.d.sync += [
-                    rows.eq(self.cmd.payload.rows), beats.eq(self.cmd.payload.beats),
-                    out_bits.eq(self.cmd.payload.out_bits), beat.eq(0), row.eq(0),
-                    beats_m1.eq(self.cmd.payload.beats - 1),
-                    one_beat.eq(self.cmd.payload.beats == 1),
-                    last_beat.eq(self.cmd.payload.beats == 1),
-                    final_row.eq(self.cmd.payload.rows == 1), have_param.eq(0),
-                ]
-                job = self.cmd.valid & ~is_zero(self.cmd.payload.rows) \
-                    & ~is_zero(self.cmd.payload.beats)
-                if n > 1:
-                    m.d.sync += [loading.eq(0), job_vectors.eq(self.cmd.payload.vectors)]
-                    job = job & (self.cmd.payload.reuse | ~is_zero(self.cmd.payload.vectors))
-                with m.If(job):
-                    with m.If(self.cmd.payload.reuse):
-                        m.next = "RUN"
-                    with m.Else():
-                        m.next = "LOAD"
-            with m.State("LOAD"):
-                m.d.comb += [self.busy.eq(1), self.vec.ready.eq(1)]
-                if n == 1:
-                    m.d.comb += [write.addr.eq(beat), write.data.eq(self.vec.payload),
-                                 write.en.eq(self.vec.valid)]
-                else:
-                    for v, port in enumerate(writes):
-                        m.d.comb += [port.addr.eq(beat), port.data.eq(self.vec.payload),
-                                     port.en.eq(self.vec.valid & (loading == v))]
-                with m.If(self.vec.valid):
-                    with m.If(beat == beats - 1):
-                        m.d.sync += beat.eq(0)
-                        if n == 1:
-                            m.d.sync += have_param.eq(0)
-                            m.next = "RUN"
-                        else:
-                            with m.If(loading == job_vectors - 1):
-                                m.d.sync += have_param.eq(0)
-                                m.next = "RUN"
-                            with m.Else():
-                                m.d.sync += loading.eq(loading + 1)
-                    with m.Else():
-                        m.d.sync += beat.eq(beat + 1)
-            with m.State("RUN"):
-                can_take = (have_param | self.rowparam.valid) & (~last_beat | room)
-                m.d.comb += [
-                    self.busy.eq(1),
-                    self.rowparam.ready.eq(~have_param),
-                    self.weights.ready.eq(can_take),
-                    self.weight_wait.eq(can_take & ~self.weights.valid),
-                    take.eq(self.weights.valid & can_take),
-                    take_last.eq(take & last_beat),
-                ]
-                with m.If(take):
-                    with m.If(last_beat):
-                        m.d.sync += [beat.eq(0), have_param.eq(0), row.eq(row + 1),
-                                     last_beat.eq(one_beat), final_row.eq(row + 2 == rows)]
-                        with m.If(final_row):
-                            m.next = "IDLE"
-                    with m.Else():
-                        m.d.sync += [beat.eq(beat + 1), have_param.eq(1),
-                                     last_beat.eq(beat + 1 == beats_m1)]
-                with m.Elif(self.rowparam.valid & ~have_param):
-                    m.d.sync += have_param.eq(1)
-
-        # stage 1: the operands registered beside each multiplier (its A and B registers: the
-        # beat's register and the buffer's output are far from most lanes); 2: the products
-        # (DSP48E2 multipliers with their M register); then the tree. With vectors > 1, a
-        # vector pair's operand (the pre-adder's register) and the split products come between
-        w_a = delay(m, s0_w, 1, name="w_a", reset_less=True)
-        # the products of vector v, row j of a group (the names of one row and vector without
-        # a suffix)
-        slots = [(v, j) for v in range(n) for j in range(k)]
-        suffix = {(v, j): (f"_{v}" if n > 1 else "") + (f"_{j}" if k > 1 else "")
-                  for v, j in slots}
-        # the products leave the multiplier blocks (far from the fabric's adders): one adder
-        # level, then a register
-        def dot(slot, products):
-            return tree_sum_pipelined(m, products, name=f"dot{suffix[slot]}",
-                                      first_stage_levels=1)
-
-        if n == 1:
-            x_a = delay(m, read.data, 1, name="x_a", reset_less=True)
-            dots = {}
-            for j in range(k):
-                products = []
-                for i in range(lanes):
-                    product = Signal(signed(16), name=f"product{suffix[0, j]}{i}",
-                                     reset_less=True)
-                    m.d.sync += product.eq(w_a[j * lanes + i] * x_a[i])
-                    products.append(product)
-                dots[0, j] = dot((0, j), products)
-        else:
-            products = self._packed_products(m, w_a, [
-                delay(m, port.data, 1, name=f"x_a{v}", reset_less=True)
-                for v, port in enumerate(reads)], suffix)
-            dots = {slot: dot(slot, products[slot]) for slot in slots}
-        tags = delay(m, s0, _product_latency(n) + tree_latency(lanes, first_stage_levels=1),
-                     name="tags")
-        tags = data.View(s0.shape(), tags)
-
-        def row_param(j):
-            return tags.param if k == 1 else tags.param[j]
-
-        def row_field(view, j):
-            return view if k == 1 else view[j]
-
-        # accumulate; a row's final beat hands its sum to the requantizer
-        accs, totals = [], []
-        for v, j in slots:
-            acc = Signal(signed(48), name=f"acc{suffix[v, j]}")
-            total = Signal(signed(48), name=f"total{suffix[v, j]}")
-            m.d.comb += total.eq(Mux(tags.first, row_param(j).bias, acc) + dots[v, j])
-            accs.append(acc)
-            totals.append(total)
-        sum_valid = Signal()
-        row_sums = [Signal(signed(48), name=f"row_sum{suffix[slot]}", reset_less=True)
-                    for slot in slots]
-        sum_tags = Signal(data.StructLayout({
-            "final": 1, "bits": OutBits,
-            "mult": unsigned(31) if k == 1 else data.ArrayLayout(unsigned(31), k),
-            "shift": unsigned(6) if k == 1 else data.ArrayLayout(unsigned(6), k)}))
-        m.d.sync += sum_valid.eq(tags.valid & tags.last)
-        with m.If(tags.valid):
-            m.d.sync += [acc.eq(total) for acc, total in zip(accs, totals, strict=True)]
-            with m.If(tags.last):
-                m.d.sync += [row_sum.eq(total) for row_sum, total in zip(row_sums, totals,
-                                                                         strict=True)]
-                m.d.sync += [sum_tags.final.eq(tags.final), sum_tags.bits.eq(tags.bits)]
-                m.d.sync += [row_field(sum_tags.mult, j).eq(row_param(j).mult)
-                             for j in range(k)]
-                m.d.sync += [row_field(sum_tags.shift, j).eq(row_param(j).shift)
-                             for j in range(k)]
-        values = [requantize_pipelined(m, row_sum, row_field(sum_tags.mult, j),
-                                       row_field(sum_tags.shift, j), sum_tags.bits.as_value(),
-                                       name=f"rq{suffix[v, j]}")
-                  for row_sum, (v, j) in zip(row_sums, slots, strict=True)]
-        done = delay(m, Cat(sum_valid, sum_tags.final), REQUANT_LATENCY, name="done")
-        m.d.comb += [results.w_en.eq(done[0]), results.w_data.eq(Cat(*values, done[1]))]
+        st = SimpleNamespace()  # what the stages share
+        vars(st).update(rows=rows, beats=beats, out_bits=out_bits, beat=beat, row=row, param=param)
+        vars(st).update(have_param=have_param, beats_m1=beats_m1, one_beat=one_beat)
+        vars(st).update(last_beat=last_beat, final_row=final_row, lanes=lanes, n=n, writes=writes)
+        vars(st).update(reads=reads)
+        self._result_queue(m, st)
+        self._stage0(m, st)
+        self._control(m, st)
+        self._products(m, st)
+        self._accumulate(m, st)
         return m
-
-    def _packed_products(self, m, w_a, x_a, suffix):
-        """The products of every vector with the weight beat ``w_a``, two vectors a multiplier
-        (:data:`PACKED_LOW_BITS`): ``{(v, j): [w[j, i] * x_v[i] for each lane i]}``, two
-        registers later than the registered operands ``w_a`` and ``x_a`` (one per vector)."""
-        lanes, n, k, low = self.lanes, self.vectors, self.rows_per_beat, PACKED_LOW_BITS
-        w_m = delay(m, w_a, 1, name="w_ad", reset_less=True)
-        # a vector pair's operand, x[2p] * 2**low + x[2p + 1] (the pre-adder's sum, 27 bits)
-        packed = []
-        for p in range(n // 2):
-            operands = []
-            for i in range(lanes):
-                operand = Signal(signed(8 + low + 1), name=f"packed{p}_{i}", reset_less=True)
-                m.d.sync += operand.eq((x_a[2 * p][i] << low) + x_a[2 * p + 1][i])
-                operands.append(operand)
-            packed.append(operands)
-        odd = delay(m, x_a[n - 1], 1, name="x_ad", reset_less=True) if n % 2 else None
-        products = {(v, j): [] for v in range(n) for j in range(k)}
-        for j in range(k):
-            for i in range(lanes):
-                w = w_m[j * lanes + i]
-                for p, operands in enumerate(packed):
-                    both = Signal(signed(8 + 8 + low + 1), name=f"packed_product{p}_{j}_{i}",
-                                  reset_less=True)
-                    m.d.sync += both.eq(w * operands[i])
-                    high, low_part = (Signal(signed(16), name=f"product{suffix[v, j]}{i}",
-                                             reset_less=True) for v in (2 * p, 2 * p + 1))
-                    # the low product's sign borrowed one from the high one: give it back
-                    m.d.sync += [high.eq((both >> low) + both[low - 1]),
-                                 low_part.eq(both[:low].as_signed())]
-                    products[2 * p, j].append(high)
-                    products[2 * p + 1, j].append(low_part)
-                if odd is not None:
-                    single = Signal(signed(16), name=f"single_product{suffix[n - 1, j]}{i}",
-                                    reset_less=True)
-                    m.d.sync += single.eq(w * odd[i])
-                    products[n - 1, j].append(delay(m, single, 1,
-                                                    name=f"product{suffix[n - 1, j]}{i}_d",
-                                                    reset_less=True))
-        return products
-
-
-def _product_latency(vectors: int) -> int:
-    """Registers from a taken weight beat's stage to its products: the operands' and the
-    products' (with vectors > 1 also the packed operand's and the split products')."""
-    return 2 if vectors == 1 else 4
-
-
-def result_latency(lanes: int, *, vectors: int = 1) -> int:
-    """Cycles from taking a row's last weight beat to its result on ``out`` of a
-    :class:`MatVecUnit` of ``lanes`` lanes and ``vectors`` vectors: the buffer read, the
-    multipliers' operand registers, (with vectors > 1, the packed operand's register,) the
-    products, (the split products,) the registered adder tree, the accumulator, the
-    requantizer and the output queue's two."""
-    return (1 + _product_latency(vectors) + tree_latency(lanes, first_stage_levels=1)
-            + 1 + REQUANT_LATENCY + 2)

@@ -50,7 +50,7 @@ class Operator:
     (names within a layer for per-layer operators). ``src`` / ``dst``: scratchpad buffers
     (``r`` residual, ``h`` normed, ``q``, ``k``, ``v``, ``a`` attention output, ``g`` gate,
     ``x`` activation). ``cols`` / ``rows``: the matrix-vector shape, as names of
-    :class:`~heteroreason.model.numerics.qwen2_config.Qwen2Config` sizes; ``heads`` likewise
+    :class:`~heteroreason.model.spec.numerics.qwen2_config.Qwen2Config` sizes; ``heads`` likewise
     for RoPE (``heads`` or ``kv_heads``). ``out_bits``: the saturation width of a product's
     results (8, 16 or 32). ``reuse``: the product reuses the vector of the one
     before it.

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from heteroreason.model import checks
+
 __all__ = ["DecoderParams"]
-
-
-def _positive(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -69,35 +66,20 @@ class DecoderParams:
     eos: int = 0
 
     def __post_init__(self):
-        _positive("lanes", self.lanes)
-        _positive("rows_per_beat", self.rows_per_beat)
+        checks.integer("lanes", self.lanes, low=1)
+        checks.integer("rows_per_beat", self.rows_per_beat, low=1)
         beat = self.beat_bytes
         if self.stream_bytes is None:
             object.__setattr__(self, "stream_bytes", beat)
-        if isinstance(self.stream_bytes, bool) or not isinstance(self.stream_bytes, int) or \
-                self.stream_bytes <= 0 or beat % self.stream_bytes:
-            what = f"lanes ({self.lanes})" if self.rows_per_beat == 1 else \
-                f"the matrix-vector beat (lanes x rows_per_beat = {beat})"
-            raise ValueError(f"stream_bytes must be a positive divisor of {what}, "
-                             f"not {self.stream_bytes!r}")
-        for name in ("heads_parallel", "weight_buffer", "param_buffer", "vector_width"):
-            _positive(name, getattr(self, name))
-        v = self.vector_width
-        if v & (v - 1) or self.lanes % v:
-            raise ValueError(f"vector_width must be a power of two that divides lanes "
-                             f"({self.lanes}), not {v!r}")
-        _positive("param_width", self.param_width)
-        g = self.param_width
-        if g & (g - 1) or v % g:
-            raise ValueError(f"param_width must be a power of two that divides vector_width "
-                             f"({v}), not {g!r}")
-        k = self.rows_per_beat
-        if k & (k - 1) or g % k:
-            raise ValueError(f"rows_per_beat must be a power of two that divides param_width "
-                             f"({g}), not {k!r}")
-        _positive("ingest_batch", self.ingest_batch)
-        if self.ingest_batch & (self.ingest_batch - 1):  # SwiGLU's lanes: a power of two
-            raise ValueError(f"ingest_batch must be a power of two, not {self.ingest_batch!r}")
+        what = "lanes" if self.rows_per_beat == 1 else \
+            "lanes x rows_per_beat"
+        checks.integer("stream_bytes", self.stream_bytes, low=1, divides=(beat, what))
+        for name in ("heads_parallel", "weight_buffer", "param_buffer"):
+            checks.integer(name, getattr(self, name), low=1)
+        v = checks.power_of_two("vector_width", self.vector_width, divides=(self.lanes, "lanes"))
+        g = checks.power_of_two("param_width", self.param_width, divides=(v, "vector_width"))
+        checks.power_of_two("rows_per_beat", self.rows_per_beat, divides=(g, "param_width"))
+        checks.power_of_two("ingest_batch", self.ingest_batch)  # SwiGLU's lanes
         if self.external_kv not in (False, True):  # 0 and 1 too
             raise ValueError(f"external_kv must be a bool, not {self.external_kv!r}")
         object.__setattr__(self, "external_kv", bool(self.external_kv))
@@ -107,8 +89,7 @@ class DecoderParams:
             raise ValueError(f"delimiters must be non-negative token ids, not "
                              f"{self.delimiters!r}")
         object.__setattr__(self, "delimiters", tuple(self.delimiters))
-        if isinstance(self.eos, bool) or not isinstance(self.eos, int) or self.eos < 0:
-            raise ValueError(f"eos must be a non-negative token id, not {self.eos!r}")
+        checks.integer("eos", self.eos, low=0, note="a token id")
 
     @property
     def beat_bytes(self) -> int:
@@ -122,7 +103,7 @@ class DecoderParams:
 
     def check_model(self, config) -> None:
         """Raise ValueError unless the core can be built for ``config`` (a
-        :class:`~heteroreason.model.numerics.qwen2_config.Qwen2Config`)."""
+        :class:`~heteroreason.model.spec.numerics.qwen2_config.Qwen2Config`)."""
         if config.hidden % self.lanes:
             raise ValueError(f"lanes ({self.lanes}) must divide the hidden size "
                              f"({config.hidden})")

@@ -1,6 +1,6 @@
 """Registered arithmetic for pipelines that never stall (their producers hold back by credit):
 an adder tree registered every two levels, and the requantization ``sat(rshift_round(acc * mult,
-shift), bits)`` of :mod:`heteroreason.model.numerics.qwen2_int8` split over registered stages
+shift), bits)`` of :mod:`heteroreason.model.spec.numerics.qwen2_int8` split over registered stages
 sized for a 300 MHz UltraScale+ (18x18 partial products, registered twice; short carry
 chains; saturation from sign-bit tests rather than wide comparators).
 
@@ -14,6 +14,8 @@ import math
 
 from amaranth.hdl import Cat, Const, Signal, Value, signed, unsigned
 from amaranth.lib import data
+
+from heteroreason.model import checks
 
 __all__ = [
     "REQUANT_LATENCY",
@@ -34,8 +36,7 @@ REQUANT_LATENCY = 10  # cycles from the accumulator register to the saturated re
 
 def tree_latency(terms: int, *, first_stage_levels: int = TREE_LEVELS_PER_STAGE) -> int:
     """Registered stages of :func:`tree_sum_pipelined` over ``terms`` terms."""
-    if isinstance(terms, bool) or not isinstance(terms, int) or terms < 1:
-        raise ValueError(f"terms must be a positive integer, not {terms!r}")
+    checks.integer("terms", terms, low=1)
     if first_stage_levels not in range(1, TREE_LEVELS_PER_STAGE + 1):
         raise ValueError(f"first_stage_levels must be 1 to {TREE_LEVELS_PER_STAGE}, not "
                          f"{first_stage_levels!r}")
@@ -75,8 +76,7 @@ class StallingPipeline:
     """
 
     def __init__(self, m, latency: int, *, ready, name: str = "pipe"):
-        if isinstance(latency, bool) or not isinstance(latency, int) or latency < 1:
-            raise ValueError(f"latency must be a positive integer, not {latency!r}")
+        checks.integer("latency", latency, low=1)
         self._m = m
         self.advance = Signal(name=f"{name}_advance")
         self.issue = Signal(name=f"{name}_issue")
@@ -149,7 +149,9 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
     the DSPs), for a signed ``acc`` of at most 48 bits, an unsigned 31-bit ``mult`` and
     a ``shift`` in 1..63 (``quant_multiplier``'s range). Returns the signed 32-bit result
     (``acc``, ``mult``, ``shift`` and ``bits_select`` must be registers of the same cycle).
-    With ``en`` the stages advance only while it is high (a pipeline that stalls as a whole)."""
+    With ``en`` the stages advance only while it is high (a pipeline that stalls as a whole).
+
+    Long because: its ten stages read best in order, each a few lines."""
     if len(acc) > 48 or len(mult) > 31:
         raise ValueError("requantize_pipelined takes at most a 48-bit accumulator and a "
                          "31-bit multiplier")

@@ -1,11 +1,14 @@
 """RMSNorm unit: int16 residual in, int8 normalized activations out, by the integer reference's
-rules (:mod:`heteroreason.model.numerics.qwen2_int8`, *RMSNorm*)."""
+rules (:mod:`heteroreason.model.spec.numerics.qwen2_int8`, *RMSNorm*)."""
+
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.numerics.qwen2_int8 import RSQRT
+from heteroreason.model import checks
+from heteroreason.model.spec.numerics.tables import RSQRT
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.pipeline import (
     REQUANT_LATENCY,
@@ -70,16 +73,11 @@ class RmsNorm(wiring.Component):
     """
 
     def __init__(self, *, max_length, width=1, gains=1):
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length <= 0:
-            raise TypeError(f"max_length must be a positive integer, not {max_length!r}")
-        if isinstance(width, bool) or not isinstance(width, int) or width <= 0:
-            raise TypeError(f"width must be a positive integer, not {width!r}")
+        checks.integer("max_length", max_length, low=1, error=TypeError)
+        checks.integer("width", width, low=1, error=TypeError)
         if max_length % width:
             raise ValueError(f"width ({width}) must divide max_length ({max_length})")
-        if isinstance(gains, bool) or not isinstance(gains, int) or gains <= 0 or \
-                gains & (gains - 1) or width % gains:
-            raise ValueError(f"gains must be a power of two that divides width ({width}), "
-                             f"not {gains!r}")
+        checks.power_of_two("gains", gains, divides=(width, "width"))
         self._max_length = max_length
         self._width = width
         self._gains = gains
@@ -141,6 +139,21 @@ class RmsNorm(wiring.Component):
 
         m.d.comb += [write.addr.eq(row), write.data.eq(self.x.payload)]
 
+        st = SimpleNamespace()  # what the stages share
+        vars(st).update(width=width, write=write, read=read, lookup=lookup, state=state)
+        vars(st).update(length=length, eps_q=eps_q, index=index, row=row, lane=lane, total=total)
+        vars(st).update(remainder=remainder, quotient=quotient, dividend=dividend, bit=bit, var=var)
+        vars(st).update(step=step, e=e, t=t, window=window, mant=mant, inv=inv, amount=amount)
+        self._sum_squares(m, st)
+        self._count_and_divide(m, st)
+        self._scale_and_issue(m, st)
+        self._emit(m, st)
+        return m
+
+    def _sum_squares(self, m, st):
+        """The squares' pipeline into the total (it never stalls: ``x`` is always ready while
+        summing)."""
+        width, total = st.width, st.total
         # the squares' pipeline (it never stalls: x is always ready while summing)
         take = Signal()
         squares = [Signal(unsigned(32), name=f"square{k}", reset_less=True) for k in range(width)]
@@ -156,7 +169,14 @@ class RmsNorm(wiring.Component):
         m.d.sync += pending.eq(Cat(take, pending[:-1]))
         with m.If(in_sum):
             m.d.sync += total.eq(total + summed)
+        vars(st).update(take=take, in_sum=in_sum, pending=pending)
 
+    def _count_and_divide(self, m, st):
+        """The output pipeline, the elements in and the total's division by the length."""
+        width, write, state, length, eps_q = st.width, st.write, st.state, st.length, st.eps_q
+        index, row, total, remainder = st.index, st.row, st.total, st.remainder
+        quotient, dividend, bit, var, step = st.quotient, st.dividend, st.bit, st.var, st.step
+        take, in_sum, pending = st.take, st.in_sum, st.pending
         # the output pipeline: it advances as a whole while its last stage is empty or leaving
         pipe = StallingPipeline(m, EMIT_LATENCY, ready=self.y.ready, name="emit")
         advance, stage = pipe.advance, pipe.stage
@@ -193,7 +213,15 @@ class RmsNorm(wiring.Component):
                 m.d.sync += [bit.eq(bit - 1), dividend.eq(dividend << 1)]
             with m.Else():
                 m.d.sync += [var.eq(quotient + eps_q), state.eq(_SCALE), step.eq(0)]
+        vars(st).update(pipe=pipe, advance=advance, stage=stage, shifted=shifted)
 
+    def _scale_and_issue(self, m, st):
+        """The inverse square root's lookup and scale, then the elements issued with their
+        gains."""
+        width, read, lookup, state, length = st.width, st.read, st.lookup, st.state, st.length
+        index, row, lane, var, step, e, t = st.index, st.row, st.lane, st.var, st.step, st.e, st.t
+        window, mant, inv, amount, pipe = st.window, st.mant, st.inv, st.amount, st.pipe
+        advance = st.advance
         # the table is read every cycle from a register (a small table may become logic)
         m.d.comb += lookup.addr.eq(mant)
         with m.If(equals(state, _SCALE)):
@@ -233,7 +261,12 @@ class RmsNorm(wiring.Component):
                 with m.If(final):
                     m.d.sync += state.eq(_IDLE)
         m.d.comb += [read.addr.eq(row), read.en.eq(advance)]
+        vars(st).update(g=g)
 
+    def _emit(self, m, st):
+        """The output pipeline's stages: each element times the inverse root, rounded out."""
+        width, read, lane, inv, amount = st.width, st.read, st.lane, st.inv, st.amount
+        pipe, advance, stage, shifted, g = st.pipe, st.advance, st.stage, st.shifted, st.g
         # stage 1: the buffer row, the lane, the gain; 2: the element; 3-4: element * inv as two
         # registered partial products; 5: their sum; 6: its shift less one; 7: rounded
         lane_1 = stage(lane, "lane_1")
@@ -267,7 +300,6 @@ class RmsNorm(wiring.Component):
                      *([value.eq(values[0])] if g == 1 else
                        [value[t].eq(v) for t, v in enumerate(values)]),
                      self.y.payload.last.eq(pipe.out_tag)]
-        return m
 
 
 def square_latency(width: int) -> int:

@@ -1,10 +1,13 @@
 """RoPE unit: rotates one head vector by the integer phase tables of the reference."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.numerics.qwen2_int8 import COS, ROPE_BITS, SIN
+from heteroreason.model import checks
+from heteroreason.model.spec.numerics.tables import COS, ROPE_BITS, SIN
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.arith import saturate
 from heteroreason.rtl.decoder.pipeline import StallingPipeline
@@ -21,7 +24,7 @@ LATENCY = 11
 class Rope(wiring.Component):
     """``x1' = sat8(rshift_round(x1 C - x2 S, 14))``, ``x2' = sat8(rshift_round(x2 C + x1 S, 14))``
     with ``C, S`` read at ``idx = ((pos * inc_f + 2**21) >> 22) mod 1024`` for frequency ``f``
-    (:mod:`heteroreason.model.numerics.qwen2_int8`, *RoPE*).
+    (:mod:`heteroreason.model.spec.numerics.qwen2_int8`, *RoPE*).
 
     A beat on ``cmd`` gives the position; then ``head_dim`` elements of one head arrive on ``x``
     (into a buffer), ``width`` a beat, and the rotated head leaves on ``y`` in the same order and
@@ -57,17 +60,14 @@ class Rope(wiring.Component):
     """
 
     def __init__(self, *, head_dim, increments, max_position, width=1):
-        if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim <= 0 or \
-                head_dim % 2:
-            raise TypeError(f"head_dim must be a positive even integer, not {head_dim!r}")
+        checks.integer("head_dim", head_dim, low=2, error=TypeError)
+        if head_dim % 2:
+            raise TypeError(f"head_dim must be even, not {head_dim!r}")
         increments = [int(v) for v in increments]
         if len(increments) != head_dim // 2 or any(not 0 <= v < 2**32 for v in increments):
             raise ValueError(f"increments must be {head_dim // 2} uint32 values")
-        if isinstance(max_position, bool) or not isinstance(max_position, int) or \
-                max_position <= 0:
-            raise TypeError(f"max_position must be a positive integer, not {max_position!r}")
-        if isinstance(width, bool) or not isinstance(width, int) or width <= 0:
-            raise TypeError(f"width must be a positive integer, not {width!r}")
+        checks.integer("max_position", max_position, low=1, error=TypeError)
+        checks.integer("width", width, low=1, error=TypeError)
         if (head_dim // 2) % width:
             raise ValueError(f"width ({width}) must divide head_dim / 2 ({head_dim // 2})")
         self._head_dim = head_dim
@@ -147,6 +147,19 @@ class Rope(wiring.Component):
                     m.d.sync += [index.eq(0), loading.eq(1)]
                     with m.If(last):
                         m.d.sync += have_position.eq(0)
+        st = SimpleNamespace()  # what the stages share
+        vars(st).update(own=own, partner=partner, inc=inc, cos_rds=cos_rds, sin_rds=sin_rds)
+        vars(st).update(position=position, index=index, pipe=pipe, second=second, freq=freq)
+        vars(st).update(width=width, half_beats=half_beats, advance=advance, stage=stage)
+        self._rotate(m, st)
+        return m
+
+    def _rotate(self, m, st):
+        """The pipeline's stages: the beat, its partner and the increments read, rotated and
+        rounded out."""
+        own, partner, inc, cos_rds, sin_rds = st.own, st.partner, st.inc, st.cos_rds, st.sin_rds
+        position, index, pipe, second, freq = st.position, st.index, st.pipe, st.second, st.freq
+        width, half_beats, advance, stage = st.width, st.half_beats, st.advance, st.stage
         # stage 1: the beat, its partner and the increments (synchronous reads)
         m.d.comb += [inc.addr.eq(freq), own.addr.eq(index),
                      partner.addr.eq(freq + (~second) * half_beats),
@@ -184,4 +197,3 @@ class Rope(wiring.Component):
             out = stage(saturate(m, rounded, 8), f"out{k}")
             m.d.comb += self.y.payload.value[k].eq(out)
         m.d.comb += [self.y.valid.eq(pipe.out_valid), self.y.payload.last.eq(pipe.out_tag)]
-        return m

@@ -4,6 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from heteroreason.model import checks
 from heteroreason.rtl.compare import equals, greater_split
 
 __all__ = ["LATENCY", "ArgmaxSampler", "latency"]
@@ -14,16 +15,14 @@ LATENCY = 4  # the last logit taken -> the token offered, one logit a beat
 def latency(width: int) -> int:
     """The last beat taken -> the token offered, at ``width`` logits a beat: :data:`LATENCY`
     and a registered level of the comparison tree for every halving of ``width``."""
-    if isinstance(width, bool) or not isinstance(width, int) or width <= 0 or \
-            width & (width - 1):
-        raise ValueError(f"width must be a power of two, not {width!r}")
+    checks.power_of_two("width", width)
     return LATENCY + width.bit_length() - 1
 
 
 class ArgmaxSampler(wiring.Component):
     """Takes ``width`` logits per beat (vocabulary order, ``last`` on the final beat) and emits
     the index of the largest; the lowest index wins ties
-    (:func:`heteroreason.model.numerics.qwen2_float.greedy`).
+    (:func:`heteroreason.model.spec.numerics.qwen2_float.greedy`).
     The result is marked ``step_end`` when it is one of the step-delimiter ids and ``eos`` when
     it is the end-of-sequence id.
 
@@ -59,12 +58,8 @@ class ArgmaxSampler(wiring.Component):
     """
 
     def __init__(self, *, vocab, delimiters=(), eos=0, width=1):
-        if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab <= 1:
-            raise TypeError(f"vocab must be an integer above 1, not {vocab!r}")
-        if isinstance(width, bool) or not isinstance(width, int) or width <= 0 or \
-                width & (width - 1) or vocab % width:
-            raise ValueError(f"width must be a power of two that divides vocab ({vocab}), "
-                             f"not {width!r}")
+        checks.integer("vocab", vocab, low=2, error=TypeError)
+        checks.power_of_two("width", width, divides=(vocab, "vocab"))
         for name, ids in (("delimiters", tuple(delimiters)), ("eos", (eos,))):
             bad = [t for t in ids if isinstance(t, bool) or not isinstance(t, int)
                    or not 0 <= t < vocab]

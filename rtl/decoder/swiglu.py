@@ -4,6 +4,7 @@ from amaranth.hdl import Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from heteroreason.model import checks
 from heteroreason.rtl.decoder.pipeline import (
     REQUANT_LATENCY,
     StallingPipeline,
@@ -16,7 +17,7 @@ LATENCY = 2 + 2 + REQUANT_LATENCY
 
 
 class SwiGlu(wiring.Component):
-    """The integer reference's SwiGLU product (:mod:`heteroreason.model.numerics.qwen2_int8`).
+    """The integer reference's SwiGLU product (:mod:`heteroreason.model.spec.numerics.qwen2_int8`).
 
     ``table`` writes the layer's 16-bit SiLU table (index ``gate + 128``); ``params`` holds the
     requantization multiplier and shift, applied to every element until changed. Each beat on
@@ -49,9 +50,7 @@ class SwiGlu(wiring.Component):
     """
 
     def __init__(self, *, width=1):
-        if isinstance(width, bool) or not isinstance(width, int) or width <= 0 or \
-                width & (width - 1):
-            raise ValueError(f"width must be a power of two, not {width!r}")
+        checks.power_of_two("width", width)
         self._width = width
 
         def lanes(shape):

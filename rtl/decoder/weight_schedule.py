@@ -5,7 +5,8 @@ A linear operator with int8 weights ``W`` (rows x cols) is streamed row by row; 
 ``ceil(cols / lanes)`` beats of ``lanes`` weights, the last one zero-padded, so that a beat
 always meets the same ``lanes`` input elements (``x[b*lanes : (b+1)*lanes]``). Each row's
 requantization parameters (int32 bias, multiplier, shift) travel beside the row on a narrow
-parameter stream, one beat per row.
+parameter stream, one beat per row. A beat striped over several memory ports is cut into
+slices by :func:`slice_bytes` (the testbench's HBM model and the memory plan agree on it).
 
 With ``rows_per_beat`` k > 1 the rows go in groups of k consecutive rows: a beat carries the
 same beat of each row of its group side by side (row ``g * k + j`` in lanes ``[j * lanes,
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LinearSchedule", "linear_schedule"]
+from heteroreason.model import checks
+
+__all__ = ["LinearSchedule", "linear_schedule", "slice_bytes"]
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,9 @@ def linear_schedule(weights_q: np.ndarray, *, lanes: int, bias=None, multiplier,
     w = np.asarray(weights_q)
     if w.ndim != 2:
         raise ValueError(f"weights must be a 2-D (rows, cols) array, not shape {w.shape}")
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
-        raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
+    checks.integer("lanes", lanes, low=1)
     k = rows_per_beat
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0 or w.shape[0] % k:
-        raise ValueError(f"rows_per_beat must be a positive integer that divides the rows "
-                         f"({w.shape[0]}), not {k!r}")
+    checks.integer("rows_per_beat", k, low=1, divides=(w.shape[0], "the rows"))
     if np.any(w < -128) or np.any(w > 127):
         raise ValueError("weights must be int8 values")
     rows, cols = w.shape
@@ -83,3 +83,11 @@ def linear_schedule(weights_q: np.ndarray, *, lanes: int, bias=None, multiplier,
     beats = padded.reshape(rows // k, k, per_row, lanes).transpose(0, 2, 1, 3)
     return LinearSchedule(rows, cols, lanes, beats.reshape(rows // k * per_row, k * lanes),
                           bias, mult, sh, k)
+
+
+def slice_bytes(beat_bytes: int, ports: int) -> tuple[int, ...]:
+    """The bytes each of ``ports`` ports carries of a ``beat_bytes`` beat: as even as whole
+    bytes allow, the larger slices first (the testbench's striped model splits beats so)."""
+    checks.integer("ports", ports, low=1, high=beat_bytes, note="the beat's bytes")
+    base, extra = divmod(beat_bytes, ports)
+    return tuple(base + 1 if k < extra else base for k in range(ports))

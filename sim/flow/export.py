@@ -15,6 +15,7 @@ from amaranth.back import rtlil, verilog
 from amaranth.hdl import Shape, UnusedElaboratable
 from amaranth.lib import wiring
 
+from heteroreason.model import checks
 from heteroreason.rtl.decoder.attention import Attention
 from heteroreason.rtl.decoder.core import DecoderCore
 from heteroreason.rtl.decoder.mvu import MatVecUnit
@@ -120,14 +121,13 @@ def seeded_model(preset: str, seed: int):
     """The quantized model of ``preset`` with random weights from ``seed`` (calibrated on random
     tokens from ``seed + 1``): what the RTL tops are built for and the testbenches check
     against."""
-    from heteroreason.model.numerics.qwen2_config import PRESETS, qwen2_config
-    from heteroreason.model.numerics.qwen2_float import random_weights
-    from heteroreason.model.numerics.qwen2_int8 import activation_scales, quantize
+    from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
+    from heteroreason.model.spec.numerics.qwen2_float import random_weights
+    from heteroreason.model.spec.numerics.qwen2_int8 import activation_scales, quantize
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+    checks.integer("seed", seed, low=0)
     weights = random_weights(qwen2_config(preset), seed=seed)
     return quantize(weights, activation_scales(weights, seed=seed + 1, sequences=1, length=32))
 

@@ -29,7 +29,7 @@ from amaranth.hdl import Assert, Module, ResetSignal, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model.golden.kvmu import Mode, Op, Source
+from heteroreason.model.spec.protocol import Mode, Op, Source
 from heteroreason.rtl.compare import equals, is_zero
 from heteroreason.rtl.kvmu import AllocLayout, CommandLayout, Kvmu, SpanLayout
 from heteroreason.sim.flow.toolchain import yowasp_tool

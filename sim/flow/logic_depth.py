@@ -24,8 +24,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from heteroreason.model.timing.fpga.clock_basis import LUT_NS_ULTRASCALE_PLUS, lut_budget
-
 __all__ = [
     "LUT_NS_ULTRASCALE_PLUS",
     "DepthReport",
@@ -34,6 +32,23 @@ __all__ = [
     "lut_budget",
     "netlist_depth",
 ]
+
+# ns per LUT and its net that Xilinx's report_failfast budgets on UltraScale+ by speed grade
+# (XilinxTclStore, tclapp/xilinx/designutils/report_failfast.tcl, "LUT budgeting")
+LUT_NS_ULTRASCALE_PLUS = {1: 0.350, 2: 0.300, 3: 0.250}
+
+
+def lut_budget(clock_hz: float, *, speed_grade: int = 2) -> int:
+    """Most logic levels a register-to-register path may hold at ``clock_hz`` on an
+    UltraScale+ of ``speed_grade`` (1, 2 or 3, i.e. -1/-2/-3): ``floor(period / t_LUT)``."""
+    if speed_grade not in LUT_NS_ULTRASCALE_PLUS:
+        raise ValueError(f"UltraScale+ speed grade must be one of "
+                         f"{', '.join(f'-{g}' for g in LUT_NS_ULTRASCALE_PLUS)}, "
+                         f"not -{speed_grade}")
+    if not clock_hz > 0:
+        raise ValueError(f"clock must be positive, not {clock_hz!r} Hz")
+    return math.floor(1e9 / clock_hz / LUT_NS_ULTRASCALE_PLUS[speed_grade] + 1e-9)
+
 
 CARRY_BITS_PER_LEVEL = 8
 DEEPEST_KEPT = 12

@@ -8,11 +8,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from heteroreason.model.timing.fpga.calibration import Point
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.sim.measure.cycles import measure_token_cycles
+from heteroreason.sim.measure.measured import Measured
 
-__all__ = ["FULL_GRID", "QUICK_GRID", "GridEntry", "git_revision", "measure"]
+__all__ = ["FULL_GRID", "QUICK_GRID", "GridEntry", "Measured", "git_revision", "measure"]
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,13 @@ FULL_GRID = (
 
 
 def measure(entry: GridEntry, *, waves: bool = False,
-            cxx_opt: str | None = None) -> tuple[list[Point], Path]:
+            cxx_opt: str | None = None) -> tuple[list[Measured], Path]:
     """Run one grid entry on the RTL; returns its points and the build directory (which holds
     the waveform with ``waves``); ``cxx_opt`` as in :func:`.measure_token_cycles`."""
     run = measure_token_cycles(entry.preset, entry.params, entry.positions,
                                latency=entry.memory_latency_cycles, waves=waves,
                                cxx_opt=cxx_opt)
-    points = [Point(entry.preset, entry.params, entry.memory_latency_cycles, t.position,
+    points = [Measured(entry.preset, entry.params, entry.memory_latency_cycles, t.position,
                     t.cycles) for t in run.tokens]
     return points, run.build_dir
 

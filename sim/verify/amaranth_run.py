@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from heteroreason.model import checks
+
 __all__ = ["run_until_done"]
 
 
@@ -13,8 +15,7 @@ def run_until_done(sim, done: Callable[[], bool], *, clock_period_s: float, max_
     cycles simulated. A hung design stops at the bound (the caller's checks then fail), a
     finished one costs no idle cycles beyond its last chunk."""
     for name, value in (("max_cycles", max_cycles), ("chunk_cycles", chunk_cycles)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        checks.integer(name, value, low=1)
     cycles = 0
     while cycles < max_cycles and not done():
         cycles = min(cycles + chunk_cycles, max_cycles)

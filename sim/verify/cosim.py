@@ -24,8 +24,8 @@ from heteroreason.model.controller.brsd import (
     RewardHeadScorer,
     run_problem,
 )
-from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder
+from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, random_weights
+from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder
 from heteroreason.model.workload.traces import trace_to_json
 from heteroreason.sim.flow.export import seeded_model
 from heteroreason.sim.verify.engine_scenarios import GreedyOracle

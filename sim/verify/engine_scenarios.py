@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder, QuantizedModel
+from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder, QuantizedModel
 
 __all__ = ["GreedyOracle", "Scenario", "committed_path", "instantiate"]
 

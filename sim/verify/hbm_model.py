@@ -8,6 +8,8 @@ from __future__ import annotations
 import random
 from collections import deque
 
+from heteroreason.model import checks
+
 __all__ = ["hbm_processes", "kv_memory_processes"]
 
 
@@ -40,8 +42,7 @@ def hbm_processes(ports, schedule, *, rng: random.Random, stall: float = 0.0,
     default a whole weight beat) and ``ports.preq/pdata``."""
     if not 0.0 <= stall < 1.0:
         raise ValueError(f"stall must be in [0, 1), not {stall!r}")
-    if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
-        raise ValueError(f"latency must be a non-negative integer, not {latency!r}")
+    checks.integer("latency", latency, low=0)
     image = schedule.stream_image(schedule.beat_bytes if stream_bytes is None else stream_bytes)
 
     def weights(ctx, resp, addr):

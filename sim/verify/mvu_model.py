@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from heteroreason.model.numerics.qwen2_int8 import requant
+from heteroreason.model.spec.numerics.qwen2_int8 import requant
 
 __all__ = ["VectorBuffers"]
 

@@ -5,8 +5,10 @@ A calibration file (JSON, ``model/timing/fpga/data/decoder_core.json``) holds th
 overheads, the points they were fitted on and the held-out points with their errors, and the
 hash of the RTL sources it came from: :func:`load_calibration` refuses a file whose hash differs
 from the sources installed (recalibrate with ``scripts/calibrate.py``) or that lacks a field.
-The hash is over the sources' code (their syntax trees without docstrings), so comments and
-documentation can change without a recalibration; any change to the code cannot.
+The sources are every file under ``rtl/`` and the specification's modules they import
+(:func:`rtl_sources`). The hash is over the sources' code (their syntax trees without
+docstrings), so comments and documentation can change without a recalibration; any change
+to the code cannot.
 """
 
 from __future__ import annotations
@@ -18,21 +20,21 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from heteroreason.model.files import InputError, loads_json, read_text
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.core_cycles import OVERHEADS, CoreTiming, Overheads
 from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.sim.measure.measured import Measured
 
-__all__ = ["CALIBRATION_FILE", "RTL_DIR", "RTL_SOURCES", "Calibration", "CalibrationError", "Point",
-           "fit_overheads", "load_calibration", "rtl_hash", "save_calibration"]
+__all__ = ["CALIBRATION_FILE", "RTL_DIR", "SPEC_DIR", "Calibration", "CalibrationError", "Point",
+           "fit_overheads", "load_calibration", "rtl_hash", "rtl_sources", "save_calibration"]
 
 CALIBRATION_FILE = Path(__file__).parent / "data" / "decoder_core.json"
-RTL_DIR = Path(__file__).resolve().parents[3] / "rtl"
-# the decoder's behaviour: its units, its sequencer and operator table, the memory map it reads
-RTL_SOURCES = ("compare.py", "decoder/arith.py", "decoder/attention.py", "decoder/core.py",
-                "decoder/decode_schedule.py", "decoder/mvu.py", "decoder/operators.py",
-                "decoder/params.py", "decoder/pipeline.py", "decoder/rmsnorm.py", "decoder/rope.py",
-                "decoder/sampler.py", "decoder/sequencer.py", "decoder/swiglu.py",
-                "decoder/weight_schedule.py")
+PROJECT_DIR = Path(__file__).resolve().parents[3]
+RTL_DIR = PROJECT_DIR / "rtl"
+# the specification's modules the RTL imports (its tables and encodings) are part of what it
+# does: ``heteroreason.model.spec.X`` lives in ``model/spec/X.py`` (or ``X/__init__.py``)
+SPEC_PACKAGE = "heteroreason.model.spec"
+SPEC_DIR = PROJECT_DIR / "model" / "spec"
 
 
 class CalibrationError(ValueError):
@@ -53,24 +55,63 @@ def _code(source: str) -> str:
     return ast.dump(tree, include_attributes=False)
 
 
-def rtl_hash(rtl_dir: Path = RTL_DIR) -> str:
-    """SHA-256 over the code of the decoder's RTL sources (and the memory map they follow)."""
+def _spec_imports(source: str) -> set[str]:
+    """The specification's modules that ``source`` imports (dotted, below ``model.spec``)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+            [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        for name in names:
+            if name == SPEC_PACKAGE or name.startswith(SPEC_PACKAGE + "."):
+                found.add(name[len(SPEC_PACKAGE):].lstrip("."))
+    return found
+
+
+def _spec_file(module: str, spec_dir: Path) -> Path | None:
+    base = spec_dir.joinpath(*module.split(".")) if module else spec_dir
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def rtl_sources(rtl_dir: Path = RTL_DIR, spec_dir: Path = SPEC_DIR) -> dict[str, Path]:
+    """Every source the RTL's behaviour follows, by the name it is hashed under: every Python
+    file under ``rtl_dir`` (found by walking it, ``rtl/...``) and the specification's modules
+    they import, directly or through each other (``model/spec/...``)."""
+    rtl_dir, spec_dir = Path(rtl_dir), Path(spec_dir)
+    sources = {f"rtl/{p.relative_to(rtl_dir).as_posix()}": p
+               for p in sorted(rtl_dir.rglob("*.py"))}
+    todo = list(sources.values())
+    while todo:
+        for module in sorted(_spec_imports(todo.pop().read_text(encoding="utf-8"))):
+            path = _spec_file(module, spec_dir)
+            name = path and f"model/spec/{path.relative_to(spec_dir).as_posix()}"
+            if path is not None and name not in sources:
+                sources[name] = path
+                todo.append(path)
+    return dict(sorted(sources.items()))
+
+
+def rtl_hash(rtl_dir: Path = RTL_DIR, spec_dir: Path = SPEC_DIR) -> str:
+    """SHA-256 over the code of every RTL source and the specification it imports
+    (:func:`rtl_sources`)."""
     digest = hashlib.sha256()
-    for name in RTL_SOURCES:
+    for name, path in rtl_sources(rtl_dir, spec_dir).items():
         digest.update(name.encode())
-        digest.update(_code((Path(rtl_dir) / name).read_text(encoding="utf-8")).encode())
+        digest.update(_code(path.read_text(encoding="utf-8")).encode())
     return digest.hexdigest()
 
 
 @dataclass(frozen=True)
-class Point:
-    """One RTL measurement: cycles of one decode token at ``position``."""
+class Point(Measured):
+    """One RTL measurement (:class:`~heteroreason.sim.measure.grid.Measured`: cycles of one
+    decode token at ``position``), priced by the cycle model."""
 
-    preset: str
-    params: DecoderParams
-    memory_latency_cycles: int
-    position: int
-    cycles: int
+    @classmethod
+    def of(cls, measured: Measured) -> Point:
+        """The point of a measurement."""
+        return cls(**{f.name: getattr(measured, f.name) for f in fields(Measured)})
 
     def timing(self, overheads: Overheads) -> CoreTiming:
         return CoreTiming(qwen2_config(self.preset), self.params,

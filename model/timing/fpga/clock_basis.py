@@ -10,12 +10,12 @@ RTL is reported as stale, never used silently.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from heteroreason.model.files import InputError, loads_json, read_text
 from heteroreason.model.timing.fpga.calibration import rtl_hash
+from heteroreason.sim.flow.logic_depth import LUT_NS_ULTRASCALE_PLUS, lut_budget
 
 __all__ = ["ECP5_EVIDENCE_FILE", "EVIDENCE_FILE", "EVIDENCE_FORMAT", "LUT_NS_ULTRASCALE_PLUS",
            "ClockBasis", "Ecp5Basis", "TopTiming", "clock_basis", "ecp5_basis", "load_evidence",
@@ -26,23 +26,6 @@ EVIDENCE_FILE = Path(__file__).parent / "data" / "timing_evidence.json"
 # small --ecp5 --write-evidence``): what the RTL's structure reaches on a routed part
 ECP5_EVIDENCE_FILE = Path(__file__).parent / "data" / "ecp5_evidence.json"
 EVIDENCE_FORMAT = "heteroreason-timing/1"
-# ns per LUT and its net that Xilinx's report_failfast budgets on UltraScale+ by speed grade
-# (XilinxTclStore, tclapp/xilinx/designutils/report_failfast.tcl, "LUT budgeting")
-LUT_NS_ULTRASCALE_PLUS = {1: 0.350, 2: 0.300, 3: 0.250}
-
-
-def lut_budget(clock_hz: float, *, speed_grade: int = 2) -> int:
-    """Most logic levels a register-to-register path may hold at ``clock_hz`` on an
-    UltraScale+ of ``speed_grade`` (1, 2 or 3, i.e. -1/-2/-3): ``floor(period / t_LUT)``."""
-    if speed_grade not in LUT_NS_ULTRASCALE_PLUS:
-        raise ValueError(f"UltraScale+ speed grade must be one of "
-                         f"{', '.join(f'-{g}' for g in LUT_NS_ULTRASCALE_PLUS)}, "
-                         f"not -{speed_grade}")
-    if not clock_hz > 0:
-        raise ValueError(f"clock must be positive, not {clock_hz!r} Hz")
-    return math.floor(1e9 / clock_hz / LUT_NS_ULTRASCALE_PLUS[speed_grade] + 1e-9)
-
-
 @dataclass(frozen=True)
 class TopTiming:
     """One top's measured logic depth (levels as :class:`~heteroreason.sim.flow.logic_depth.

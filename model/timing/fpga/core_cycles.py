@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from heteroreason.model.numerics.qwen2_config import Qwen2Config
+from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
 from heteroreason.rtl.decoder.attention import job_cycles as attention_job_cycles
 from heteroreason.rtl.decoder.core import BUFFER_OUTPUT_LATENCY, TOKEN_START_LATENCY
 from heteroreason.rtl.decoder.mvu import result_latency

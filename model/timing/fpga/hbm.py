@@ -25,24 +25,25 @@ clock (:attr:`PortPlan.clock_crossing`); with native ports a 300 MHz kernel reac
 (:mod:`~heteroreason.model.timing.fpga.platform`) takes the weight stream's sustained beats a
 cycle from it, and so does the timing model; the testbench's striped HBM model
 (:class:`~heteroreason.sim.verify.tb.hbm.StripedChannel`) splits a stream the same way
-(:func:`slice_bytes`).
+(:func:`~heteroreason.rtl.decoder.weight_schedule.slice_bytes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from heteroreason.model import checks
 from heteroreason.rtl.decoder.core import PARAM_LAYOUT
+from heteroreason.rtl.decoder.weight_schedule import slice_bytes
 
 __all__ = ["HBM_SPECS", "HbmError", "HbmSpec", "MemoryPlan", "PortPlan", "param_beat_bytes",
-           "plan_memory", "plan_stream", "roofline_bytes_per_s", "slice_bytes",
+           "plan_memory", "plan_stream", "roofline_bytes_per_s",
            "weight_ceiling_bytes_per_s"]
 
 # a row's bias, multiplier and shift: the bytes of the core's parameter port
 def param_beat_bytes(param_width: int) -> int:
     """Bytes of a parameter beat of ``param_width`` entries of the core's ``PARAM_LAYOUT``."""
-    if isinstance(param_width, bool) or not isinstance(param_width, int) or param_width <= 0:
-        raise HbmError(f"param_width must be a positive integer, not {param_width!r}")
+    checks.integer("param_width", param_width, low=1, error=HbmError)
     return -(-param_width * PARAM_LAYOUT.size // 8)
 
 
@@ -133,16 +134,6 @@ V80_HBM = HbmSpec(
     "assumed equal to the U280's measured 0.92 (no published V80 streaming measurement found); "
     "read latency 300 ns assumed")
 HBM_SPECS = {s.name: s for s in (U280_HBM, V80_HBM)}
-
-
-def slice_bytes(beat_bytes: int, ports: int) -> tuple[int, ...]:
-    """The bytes each of ``ports`` ports carries of a ``beat_bytes`` beat: as even as whole
-    bytes allow, the larger slices first (the testbench's striped model splits beats so)."""
-    if isinstance(ports, bool) or not isinstance(ports, int) or not 1 <= ports <= beat_bytes:
-        raise HbmError(f"ports must be an integer in [1, {beat_bytes}] (the beat's bytes), "
-                       f"not {ports!r}")
-    base, extra = divmod(beat_bytes, ports)
-    return tuple(base + 1 if k < extra else base for k in range(ports))
 
 
 @dataclass(frozen=True)

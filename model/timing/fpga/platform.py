@@ -18,7 +18,8 @@ import itertools
 import math
 from dataclasses import dataclass, replace
 
-from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
+from heteroreason.model import checks
+from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming
 from heteroreason.model.timing.energy import DevicePower
 from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
@@ -158,8 +159,7 @@ def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
     Synthesized (Yosys synth_xilinx), the 64-lane unit goes from LUT 2,462, FF 5,440, DSP 70
     at one vector to LUT 10,578, FF 19,470, DSP 152 at four: 42 LUTs and 73 flip-flops a lane
     and extra vector, so the 86 is about twice what the narrow unit measures."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive integer, not {batch!r}")
+    checks.integer("batch", batch, low=1)
     base = estimate_resources(config, params)
     macs, k = params.beat_bytes, params.rows_per_beat
     dsp = macs * (math.ceil(batch / 2) - 1) + 6 * k * (batch - 1)
@@ -278,8 +278,7 @@ def batched_ingest_ms(model: str | Qwen2Config, board: str | FpgaBoard, context:
     config = qwen2_config(model) if isinstance(model, str) else model
     board = fpga_board(board) if isinstance(board, str) else board
     for name, value in (("tokens", tokens), ("batch", batch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        checks.integer(name, value, low=1)
     if isinstance(context, bool) or not isinstance(context, int) or \
             not 0 <= context <= config.max_context - tokens:
         raise ValueError(f"context must be in [0, {config.max_context - tokens}] for "

@@ -17,7 +17,7 @@ import cocotb
 import numpy as np
 from amaranth.hdl import Shape
 
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder
+from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder
 from heteroreason.rtl.decoder.core import DecoderCore
 from heteroreason.sim.flow.export import decoder_params, seeded_model
 from heteroreason.sim.verify.plan import Stimulus

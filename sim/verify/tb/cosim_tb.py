@@ -19,7 +19,7 @@ import cocotb
 from cocotb.task import bridge, resume
 
 from heteroreason.model.controller.brsd import ControllerError, common_prefix, run_problem
-from heteroreason.model.golden.kvmu import Mode, Op
+from heteroreason.model.spec.protocol import Mode, Op
 from heteroreason.model.workload.traces import trace_to_json
 from heteroreason.sim.verify.cosim import backends, controller_from_json
 from heteroreason.sim.verify.tb.common import param, param_text, stimulus

@@ -15,7 +15,7 @@ from collections import deque
 
 import cocotb
 
-from heteroreason.model.golden.kvmu import Error, Op
+from heteroreason.model.spec.protocol import Error, Op
 from heteroreason.rtl.draft_engine import DraftEngine
 from heteroreason.sim.verify.engine_scenarios import GreedyOracle
 from heteroreason.sim.verify.tb.common import TbBase, param, seeded_rng, stimulus

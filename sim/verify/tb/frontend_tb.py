@@ -5,8 +5,9 @@ target-model token bursts), and a decoder model that takes tokens with random ba
 for each token whose logits are kept, returns one sampled token after a random latency.
 
 Checks, every cycle: the KVMU registers against the golden
-:class:`~heteroreason.model.golden.kvmu.GoldenKvmu`; that a token reaches the decoder exactly when
-the selection rule (:func:`~heteroreason.model.golden.input_mux.select_source`) and the stream
+:class:`~heteroreason.model.spec.golden.kvmu.GoldenKvmu`; that a token reaches the decoder
+exactly when the selection rule
+(:func:`~heteroreason.model.spec.golden.input_mux.select_source`) and the stream
 handshakes say it must, with its source, token id, logits flag and KV position; that a sample is
 squashed exactly when it is stale. Staleness is known twice, independently: the golden MUX counts
 samples in flight, and the testbench tags every sample with the number of flushes seen when its
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 
 import cocotb
 
-from heteroreason.model.golden.input_mux import GoldenInputMux, Selection, select_source
-from heteroreason.model.golden.kvmu import Error, GoldenKvmu, Mode, Op, Source
+from heteroreason.model.spec.golden.input_mux import GoldenInputMux, Selection, select_source
+from heteroreason.model.spec.golden.kvmu import GoldenKvmu
+from heteroreason.model.spec.protocol import Error, Mode, Op, Source
 from heteroreason.rtl.input_mux import SampledTokenLayout
 from heteroreason.rtl.kv_frontend import DecoderTokenLayout, HostMessageLayout
 from heteroreason.rtl.kvmu import SpanLayout

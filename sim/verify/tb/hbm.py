@@ -15,9 +15,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from heteroreason.model.timing.fpga.hbm import slice_bytes
+from heteroreason.model import checks
 from heteroreason.rtl.decoder.core import PARAM_LAYOUT
 from heteroreason.rtl.decoder.decode_schedule import DecodeSchedule
+from heteroreason.rtl.decoder.weight_schedule import slice_bytes
 from heteroreason.sim.verify.tb.streams import Payload
 
 __all__ = ["HbmChannel", "KvMemory", "SharedRows", "StripedChannel", "packed_param_beats",
@@ -48,8 +49,7 @@ def packed_param_beats(schedule: DecodeSchedule) -> list[int]:
 def _check_port(latency, stall, what: str = "") -> None:
     if not 0.0 <= stall < 1.0:
         raise ValueError(f"{what}stall must be in [0, 1), not {stall!r}")
-    if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
-        raise ValueError(f"{what}latency must be a non-negative integer, not {latency!r}")
+    checks.integer(f"{what}latency", latency, low=0)
 
 
 class _StreamPorts:

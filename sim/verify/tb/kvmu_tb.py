@@ -1,5 +1,5 @@
 """cocotb testbench of the KVMU against the golden model
-:class:`heteroreason.model.golden.kvmu.GoldenKvmu`.
+:class:`heteroreason.model.spec.golden.kvmu.GoldenKvmu`.
 
 Every cycle the RTL's registers are compared with the golden model, every transfer on ``cmd``
 and ``alloc`` is applied to the model, ``write_pos``/``attn_len``/``flush`` are checked in the
@@ -15,7 +15,8 @@ from collections import Counter, deque
 
 import cocotb
 
-from heteroreason.model.golden.kvmu import Error, GoldenKvmu, KvmuState, Mode, Op, Source
+from heteroreason.model.spec.golden.kvmu import GoldenKvmu, KvmuState
+from heteroreason.model.spec.protocol import Error, Mode, Op, Source
 from heteroreason.rtl.kvmu import AllocLayout, CommandLayout, SpanLayout
 from heteroreason.sim.verify.tb.common import TbBase, param, seeded_rng, stimulus
 from heteroreason.sim.verify.tb.streams import StreamSink, StreamSource

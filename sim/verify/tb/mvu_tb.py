@@ -11,7 +11,7 @@ from collections import deque
 import cocotb
 import numpy as np
 
-from heteroreason.model.numerics.qwen2_int8 import quant_multiplier
+from heteroreason.model.spec.numerics.qwen2_int8 import quant_multiplier
 from heteroreason.rtl.decoder.mvu import MatVecUnit, OutBits
 from heteroreason.rtl.decoder.weight_schedule import linear_schedule
 from heteroreason.sim.verify.mvu_model import VectorBuffers

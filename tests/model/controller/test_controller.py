@@ -14,8 +14,8 @@ from heteroreason.model.controller.brsd import (
     run_problem,
     run_problems,
 )
-from heteroreason.model.numerics.qwen2_config import qwen2_config
-from heteroreason.model.numerics.qwen2_float import FloatDecoder, random_weights
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, random_weights
 from heteroreason.model.system.config import Mode, system_config
 from heteroreason.model.system.scheduler import simulate_problem
 from heteroreason.model.workload.traces import load_traces, parse_trace, trace_to_json

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from heteroreason.model.numerics.qwen2_config import Qwen2Config, qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import PRESETS, LlmTiming, timing
 from heteroreason.model.timing.energy import DevicePower, device_energy_j, power
 from heteroreason.model.timing.gpu import gpu, roofline_check

@@ -6,8 +6,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.golden.input_mux import GoldenInputMux, Selection, select_source
-from heteroreason.model.golden.kvmu import Mode, Source
+from heteroreason.model.spec.golden.input_mux import GoldenInputMux, Selection, select_source
+from heteroreason.model.spec.protocol import Mode, Source
 from heteroreason.rtl.input_mux import InputMux as InputMuxRtl
 
 

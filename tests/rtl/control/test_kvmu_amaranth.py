@@ -7,7 +7,8 @@ import re
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.golden.kvmu import Error, GoldenKvmu, KvmuState, Mode, Op, Source
+from heteroreason.model.spec.golden.kvmu import GoldenKvmu, KvmuState
+from heteroreason.model.spec.protocol import Error, Mode, Op, Source
 from heteroreason.rtl.kvmu import Kvmu as KvmuRtl
 
 

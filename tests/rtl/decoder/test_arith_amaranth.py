@@ -6,7 +6,7 @@ import pytest
 from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_int8 import sat
+from heteroreason.model.spec.numerics.qwen2_int8 import sat
 from heteroreason.rtl.decoder.arith import saturate
 
 

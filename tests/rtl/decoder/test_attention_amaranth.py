@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_int8 import attend, quant_multiplier
+from heteroreason.model.spec.numerics.qwen2_int8 import attend, quant_multiplier
 from heteroreason.rtl.decoder.attention import Attention, job_cycles
 from heteroreason.sim.verify.amaranth_run import run_until_done
 from heteroreason.sim.verify.hbm_model import kv_memory_processes

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
-from heteroreason.model.numerics.qwen2_float import random_weights
-from heteroreason.model.numerics.qwen2_int8 import activation_scales, quantize
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_float import random_weights
+from heteroreason.model.spec.numerics.qwen2_int8 import activation_scales, quantize
 from heteroreason.rtl.decoder.decode_schedule import decode_schedule
 
 
@@ -126,8 +126,8 @@ def test_bad_arguments(model):
     with pytest.raises(ValueError, match=r"^rows_per_beat must be a positive integer that "
                                          r"divides param_width \(2\), not 4$"):
         decode_schedule(model, lanes=8, param_width=2, rows_per_beat=4)
-    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive divisor of a "
-                                         r"weight beat \(16 bytes\), not 12$"):
+    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive integer that divides "
+                                         r"a weight beat's bytes \(16\), not 12$"):
         decode_schedule(model, lanes=8, param_width=2, rows_per_beat=2).stream_image(12)
     with pytest.raises(ValueError, match=r"^token id 256 is outside the vocabulary \[0, 256\)$"):
         decode_schedule(model, lanes=8).token_regions(256, keep_logits=True)

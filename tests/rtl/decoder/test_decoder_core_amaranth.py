@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
-from heteroreason.model.numerics.qwen2_float import random_weights
-from heteroreason.model.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_float import random_weights
+from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
 from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
 from heteroreason.rtl.decoder.core import DecoderCore

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_int8 import quant_multiplier, requant
+from heteroreason.model.spec.numerics.qwen2_int8 import quant_multiplier, requant
 from heteroreason.rtl.decoder.mvu import PACKED_LOW_BITS, MatVecUnit, OutBits
 from heteroreason.rtl.decoder.weight_schedule import linear_schedule
 from heteroreason.sim.verify.amaranth_run import run_until_done

@@ -8,7 +8,7 @@ import pytest
 from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_int8 import requant
+from heteroreason.model.spec.numerics.qwen2_int8 import requant
 from heteroreason.rtl.decoder.pipeline import (
     REQUANT_LATENCY,
     requantize_pipelined,

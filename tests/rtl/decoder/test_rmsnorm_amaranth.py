@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_int8 import int_rmsnorm, quant_multiplier
+from heteroreason.model.spec.numerics.qwen2_int8 import int_rmsnorm, quant_multiplier
 from heteroreason.rtl.decoder.rmsnorm import RmsNorm
 from heteroreason.sim.verify.amaranth_run import run_until_done
 

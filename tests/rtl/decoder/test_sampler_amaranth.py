@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_float import greedy
+from heteroreason.model.spec.numerics.qwen2_float import greedy
 from heteroreason.rtl.decoder.sampler import LATENCY, ArgmaxSampler, latency
 from heteroreason.sim.verify.amaranth_run import run_until_done
 
@@ -107,7 +107,7 @@ def test_latency_is_the_documented_one(width):
 def test_parameters_are_validated():
     with pytest.raises(ValueError, match=r"^delimiters must be token ids in \[0, 8\), not 9$"):
         ArgmaxSampler(vocab=8, delimiters=(9,))
-    with pytest.raises(TypeError, match=r"^vocab must be an integer above 1, not 1$"):
+    with pytest.raises(TypeError, match=r"^vocab must be an integer >= 2, not 1$"):
         ArgmaxSampler(vocab=1)
     for width in (0, 3, True):
         with pytest.raises(ValueError, match=rf"^width must be a power of two that divides vocab "

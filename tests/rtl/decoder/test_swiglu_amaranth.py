@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
-from heteroreason.model.numerics.qwen2_float import random_weights
-from heteroreason.model.numerics.qwen2_int8 import activation_scales, quantize, requant
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_float import random_weights
+from heteroreason.model.spec.numerics.qwen2_int8 import activation_scales, quantize, requant
 from heteroreason.rtl.decoder.swiglu import LATENCY, SwiGlu
 
 

@@ -4,7 +4,7 @@ RTL cycles agree with the calibrated model within 2 %, and the file names the RT
 
 import pytest
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.calibration import load_calibration
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
 from heteroreason.sim.measure.cycles import measure_token_cycles

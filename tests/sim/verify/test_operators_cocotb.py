@@ -1,5 +1,6 @@
 """The decoder's operators on Verilator under cocotb, each on hundreds of random vectors whose
-expected results come from the integer reference (:mod:`heteroreason.model.numerics.qwen2_int8`),
+expected results come from the integer reference
+(:mod:`heteroreason.model.spec.numerics.qwen2_int8`),
 replayed with random idle cycles and backpressure by :mod:`heteroreason.sim.verify.tb.replay_tb`.
 (The matrix-vector unit has its own bench, ``test_mvu_cocotb.py``.)"""
 
@@ -9,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from heteroreason.model.numerics.qwen2_float import greedy
-from heteroreason.model.numerics.qwen2_int8 import (
+from heteroreason.model.spec.numerics.qwen2_float import greedy
+from heteroreason.model.spec.numerics.qwen2_int8 import (
     attend,
     int_rmsnorm,
     int_rope,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import FPGA_MODELS, system_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.platform import (

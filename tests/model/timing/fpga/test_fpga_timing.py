@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.calibration import (
     Calibration,
     CalibrationError,
@@ -107,9 +107,8 @@ def test_bad_parameters():
             DecoderParams(8, 8, vector_width=4, param_width=4, rows_per_beat=bad)
     with pytest.raises(ValueError, match=r"^rows_per_beat must be a positive integer, not 0$"):
         DecoderParams(8, 8, rows_per_beat=0)
-    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive divisor of the "
-                                         r"matrix-vector beat \(lanes x rows_per_beat = 16\), "
-                                         r"not 32$"):
+    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive integer that divides "
+                                         r"lanes x rows_per_beat \(16\), not 32$"):
         DecoderParams(8, 32, vector_width=2, param_width=2, rows_per_beat=2)
     assert DecoderParams(8, vector_width=2, param_width=2, rows_per_beat=2).stream_bytes == 16
     with pytest.raises(ValueError, match=r"^rows_per_beat \(8\) must divide the rows of every "
@@ -123,13 +122,14 @@ def test_bad_parameters():
         with pytest.raises(ValueError, match=rf"^param_width must be a power of two that divides "
                                              rf"vector_width \(4\), not {bad}$"):
             DecoderParams(8, 8, vector_width=4, param_width=bad)
-    with pytest.raises(ValueError, match=r"^param_width must be a positive integer, not 0$"):
+    with pytest.raises(ValueError, match=r"^param_width must be a power of two that divides "
+                                         r"vector_width \(1\), not 0$"):
         DecoderParams(8, 8, param_width=0)
     with pytest.raises(ValueError, match=r"^vector_width \(16\) must divide the FFN size "
                                          r"\(384\) and half the head size \(8\)$"):
         CoreTiming(SMALL, DecoderParams(32, 32, vector_width=16))
-    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive divisor of lanes "
-                                         r"\(8\), not 3$"):
+    with pytest.raises(ValueError, match=r"^stream_bytes must be a positive integer that "
+                                         r"divides lanes \(8\), not 3$"):
         DecoderParams(8, 3)
     with pytest.raises(ValueError, match=r"^lanes must be a positive integer, not 0$"):
         DecoderParams(0, 1)
@@ -143,7 +143,7 @@ def test_bad_parameters():
         with pytest.raises(ValueError, match=rf"^ingest_batch must be a power of two, not "
                                              rf"{bad}$"):
             DecoderParams(8, 8, ingest_batch=bad)
-    with pytest.raises(ValueError, match=r"^ingest_batch must be a positive integer, not 0$"):
+    with pytest.raises(ValueError, match=r"^ingest_batch must be a power of two, not 0$"):
         DecoderParams(8, 8, ingest_batch=0)
     with pytest.raises(ValueError, match=r"^clock_hz must be positive, not 0$"):
         cycles_to_ms(10, 0)
@@ -209,21 +209,48 @@ def test_the_rtl_hash_follows_code_not_documentation(tmp_path):
     copy = tmp_path / "rtl"
     shutil.copytree(RTL_DIR, copy)
     assert rtl_hash(copy) == rtl_hash()
-    sequencer = copy / "decoder" / "sequencer.py"
+    sequencer = copy / "decoder" / "sequencer_cases.py"
     text = sequencer.read_text()
-    sequencer.write_text(text.replace('"""The decoder core\'s control:', '"""The control:', 1)
-                         .replace("# the next layer", "# on to the next layer"))
+    sequencer.write_text(text.replace('"""The operators\' cases', '"""The cases', 1)
+                         .replace("# the table's entries in", "# the entries in"))
     assert rtl_hash(copy) == rtl_hash()
     sequencer.write_text(text.replace("equals(i, 255)", "equals(i, 254)"))
     assert rtl_hash(copy) != rtl_hash()
 
 
-def test_every_decoder_source_is_hashed():
-    from heteroreason.model.timing.fpga.calibration import RTL_DIR, RTL_SOURCES
+def test_every_rtl_file_and_the_specification_it_imports_is_hashed():
+    from heteroreason.model.timing.fpga.calibration import RTL_DIR, rtl_sources
 
-    decoder = {f"decoder/{p.name}" for p in (RTL_DIR / "decoder").glob("*.py")
-               if p.name != "__init__.py"}
-    assert decoder <= set(RTL_SOURCES)
+    names = set(rtl_sources())
+    assert {f"rtl/{p.relative_to(RTL_DIR).as_posix()}" for p in RTL_DIR.rglob("*.py")} <= names
+    # the tables and encodings the RTL reads, found through its imports
+    assert {"model/spec/protocol.py", "model/spec/numerics/qwen2_int8.py"} <= names
+    assert not any(n.startswith("model/spec/golden") for n in names)
+
+
+@pytest.mark.parametrize("edit", ["control", "new file", "specification"])
+def test_the_rtl_hash_moves_with_any_rtl_file(tmp_path, edit):
+    """A code change anywhere the RTL's behaviour comes from moves the hash: the control RTL
+    (not only the decoder's), a file added under ``rtl/``, the specification it imports."""
+    import shutil
+
+    from heteroreason.model.timing.fpga.calibration import RTL_DIR, SPEC_DIR
+
+    rtl, spec = tmp_path / "rtl", tmp_path / "spec"
+    shutil.copytree(RTL_DIR, rtl)
+    shutil.copytree(SPEC_DIR, spec)
+    before = rtl_hash(rtl, spec)
+    assert before == rtl_hash()
+    if edit == "control":
+        kvmu = rtl / "kvmu.py"
+        kvmu.write_text(kvmu.read_text().replace("Error.WRITE_AT_CAPACITY",
+                                                 "Error.INIT_BEYOND_CAPACITY", 1))
+    elif edit == "new file":
+        (rtl / "decoder" / "extra.py").write_text("LATENCY = 2\n")
+    else:
+        protocol = spec / "protocol.py"
+        protocol.write_text(protocol.read_text().replace("ROLLBACK = 3", "ROLLBACK = 4"))
+    assert rtl_hash(rtl, spec) != before
 
 
 def test_a_batch_of_one_is_an_ingest_token():

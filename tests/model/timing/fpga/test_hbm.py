@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from heteroreason.model.numerics.qwen2_config import qwen2_config
+from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
 from heteroreason.model.timing.fpga.hbm import (
@@ -18,11 +18,11 @@ from heteroreason.model.timing.fpga.hbm import (
     plan_memory,
     plan_stream,
     roofline_bytes_per_s,
-    slice_bytes,
     weight_ceiling_bytes_per_s,
 )
 from heteroreason.model.timing.fpga.platform import BOARDS, FpgaBoard, design_for, memory_plan
 from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.rtl.decoder.weight_schedule import slice_bytes
 
 Q05 = qwen2_config("qwen2.5-0.5b")
 
@@ -50,7 +50,7 @@ def test_slices_cover_the_beat_as_evenly_as_bytes_allow(beat, ports):
 
 @pytest.mark.parametrize("ports", [0, 9, -1, True, 2.0])
 def test_slices_refuse_a_port_count_the_beat_cannot_have(ports):
-    with pytest.raises(HbmError, match=r"ports must be an integer in \[1, 8\]"):
+    with pytest.raises(ValueError, match=r"ports must be an integer in \[1, 8\]"):
         slice_bytes(8, ports)
 
 

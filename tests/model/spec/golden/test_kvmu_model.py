@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from heteroreason.model.golden.kvmu import Error, GoldenKvmu, KvmuState, Mode, Op, Source
+from heteroreason.model.spec.golden.kvmu import GoldenKvmu, KvmuState
+from heteroreason.model.spec.protocol import Error, Mode, Op, Source
 
 
 def drafting(pos=10, capacity=64):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from heteroreason.model.golden.input_mux import GoldenInputMux, Selection, select_source
-from heteroreason.model.golden.kvmu import Mode
+from heteroreason.model.spec.golden.input_mux import GoldenInputMux, Selection, select_source
+from heteroreason.model.spec.protocol import Mode
 
 
 @pytest.mark.parametrize("mode, stalled, expected", [

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from heteroreason.model.golden.kvmu import Mode
+from heteroreason.model.spec.protocol import Mode
 
 __all__ = ["GoldenInputMux", "Selection", "select_source"]
 

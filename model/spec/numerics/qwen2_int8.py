@@ -3,7 +3,8 @@
 Everything below is integer arithmetic on numpy int64 (matrix products are evaluated in
 floating point only where that is exact, see *Matrix products*). Real values are ``q * scale``.
 One module of some 400 lines on purpose: the specification the RTL is checked against, every
-rounding rule and the code that applies it read together.
+rounding rule and the code that applies it read together (the lookup tables it indexes are
+:mod:`~heteroreason.model.spec.numerics.tables`).
 
 Rounding and saturation
     ``rshift_round(x, k) = (x + 2**(k-1)) >> k`` for ``k >= 1`` (round half up, arithmetic
@@ -67,23 +68,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heteroreason.model.numerics.qwen2_config import Qwen2Config
-from heteroreason.model.numerics.qwen2_float import FloatDecoder, Qwen2Weights
+from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
+from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, Qwen2Weights
+from heteroreason.model.spec.numerics.tables import (
+    COS,
+    EXP,
+    EXP_STEPS_PER_UNIT,
+    ROPE_BITS,
+    RSQRT,
+    SIN,
+)
 
 __all__ = ["ActivationScales", "IntDecoder", "QuantizedModel", "activation_scales", "attend",
            "int_rmsnorm", "int_rope", "quant_multiplier", "quantize", "requant", "rshift_round"]
-
-RSQRT = np.array([0] * 64 + [round(2**23 / math.sqrt(m)) for m in range(64, 256)],
-                 dtype=np.int64)
-ROPE_BITS = 10
-COS = np.array([round(math.cos(2 * math.pi * i / 2**ROPE_BITS) * 2**14)
-                for i in range(2**ROPE_BITS)], dtype=np.int64)
-SIN = np.array([round(math.sin(2 * math.pi * i / 2**ROPE_BITS) * 2**14)
-                for i in range(2**ROPE_BITS)], dtype=np.int64)
-EXP_STEPS_PER_UNIT = 32
-EXP = np.array([round(math.exp(-j / EXP_STEPS_PER_UNIT) * 2**15) for j in range(256)],
-               dtype=np.int64)
-
 
 def rshift_round(x, k):
     """Round-half-up right shift by ``k`` (a left shift when ``k <= 0``); arrays broadcast."""
@@ -343,7 +340,8 @@ def attend(q, keys, values, causal, exp_req, attn_req) -> np.ndarray:
 
 class IntDecoder:
     """The integer model with an int8 KV cache; the same API as
-    :class:`~heteroreason.model.numerics.qwen2_float.FloatDecoder` (logits are int32 values)."""
+    :class:`~heteroreason.model.spec.numerics.qwen2_float.FloatDecoder` (logits are int32
+    values)."""
 
     def __init__(self, model: QuantizedModel):
         self.m = model

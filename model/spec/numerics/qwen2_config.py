@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from heteroreason.model import checks
+
 __all__ = ["PRESETS", "DecodeCounts", "Qwen2Config", "qwen2_config"]
 
 
@@ -52,8 +54,7 @@ class Qwen2Config:
         for key in ("hidden", "layers", "heads", "kv_heads", "head_dim", "ffn", "vocab",
                     "max_context"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{self.name}: {key} must be a positive integer, not {value!r}")
+            checks.integer(f"{self.name}: {key}", value, low=1)
         if not isinstance(self.tied_embeddings, bool):
             raise ValueError(f"{self.name}: tied_embeddings must be a bool, not "
                              f"{self.tied_embeddings!r}")
@@ -114,8 +115,7 @@ class Qwen2Config:
     def decode_counts(self, context: int, *, kv_bytes_per_element: int = 1) -> DecodeCounts:
         """Counts for one decoded token after ``context`` cached tokens (W8A8, 8-bit KV by
         default)."""
-        if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-            raise ValueError(f"context must be a non-negative integer, not {context!r}")
+        checks.integer("context", context, low=0)
         attended = context + 1
         per_layer = {
             "q_proj": self.hidden * self.q_dim,

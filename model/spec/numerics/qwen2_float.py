@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heteroreason.model.numerics.qwen2_config import Qwen2Config
+from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
 
 __all__ = ["FloatDecoder", "LayerWeights", "Qwen2Weights", "greedy", "random_weights"]
 

@@ -1,8 +1,8 @@
 """Transaction-level golden model of the KV-cache management unit (KVMU).
 
 Written from the event table of docs/design.md §4.1, one method per event, without regard to how the
-RTL computes anything. The RTL (:mod:`heteroreason.rtl.kvmu`) and its testbenches use the
-encodings defined here (:class:`Mode`, :class:`Op`, :class:`Error`, :class:`Source`).
+RTL computes anything. The encodings it shares with the RTL (:class:`Mode`, :class:`Op`,
+:class:`Error`, :class:`Source`) are :mod:`heteroreason.model.spec.protocol`'s.
 
 State
 -----
@@ -43,53 +43,12 @@ capacity.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-__all__ = ["Error", "GoldenKvmu", "KvmuState", "Mode", "Op", "Outcome", "Source"]
+from heteroreason.model import checks
+from heteroreason.model.spec.protocol import Error, Mode, Op, Source
 
-
-class Mode(enum.IntEnum):
-    """KVMU mode; the encoding is the RTL's ``mode`` port."""
-
-    INITIALIZATION = 0
-    SPECULATION = 1
-    ACCEPT = 2
-    ROLLBACK = 3
-
-    @property
-    def takes_host_tokens(self) -> bool:
-        """Whether the decoder's input comes from the host (PCIe) in this mode."""
-        return self in (Mode.INITIALIZATION, Mode.ROLLBACK)
-
-
-class Op(enum.IntEnum):
-    """Host command opcode; the encoding is the ``op`` field of the RTL's ``cmd`` stream."""
-
-    INIT = 0
-    ACCEPT = 1
-    REJECT = 2
-    CLEAR_ERROR = 3
-
-
-class Source(enum.IntEnum):
-    """Where a token processed by the decoder came from."""
-
-    HOST = 0
-    DRAFT = 1
-
-
-class Error(enum.IntEnum):
-    """Sticky error code; the encoding is the RTL's ``error`` port."""
-
-    NONE = 0
-    ACCEPT_WITHOUT_PENDING = 1
-    REJECT_WITHOUT_PENDING = 2
-    INIT_BEYOND_CAPACITY = 3
-    WRITE_AT_CAPACITY = 4
-    HOST_TOKEN_IN_SPECULATION = 5
-    DRAFT_TOKEN_OUTSIDE_SPECULATION = 6
-    DRAFT_TOKEN_WHILE_STALLED = 7
+__all__ = ["GoldenKvmu", "KvmuState", "Outcome"]
 
 
 @dataclass(frozen=True)
@@ -138,8 +97,7 @@ class GoldenKvmu:
     """
 
     def __init__(self, *, capacity: int):
-        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity <= 0:
-            raise ValueError(f"capacity must be a positive integer, not {capacity!r}")
+        checks.integer("capacity", capacity, low=1)
         self._capacity = capacity
         self.valid = 0
         self.curr = 0
@@ -165,8 +123,7 @@ class GoldenKvmu:
     # host commands
 
     def init(self, pos: int) -> Outcome:
-        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
-            raise ValueError(f"pos must be a non-negative integer, not {pos!r}")
+        checks.integer("pos", pos, low=0)
         if pos > self.capacity:
             return self._fail(Error.INIT_BEYOND_CAPACITY)
         self.valid = pos

@@ -6,9 +6,9 @@ import importlib.util
 import numpy as np
 import pytest
 
-from heteroreason.model.numerics.qwen2_config import PRESETS, Qwen2Config, qwen2_config
-from heteroreason.model.numerics.qwen2_float import FloatDecoder, greedy, random_weights
-from heteroreason.model.numerics.qwen2_int8 import (
+from heteroreason.model.spec.numerics.qwen2_config import PRESETS, Qwen2Config, qwen2_config
+from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, greedy, random_weights
+from heteroreason.model.spec.numerics.qwen2_int8 import (
     COS,
     EXP,
     RSQRT,
