@@ -7,7 +7,7 @@ the parameter, the allowed values and the value given::
     lanes must be a positive integer, not 0
     ports must be an integer in [1, 8] (the beat's bytes), not 9
     gains must be a power of two that divides width (4), not 3
-    rate must be a finite number above 0, not inf
+    rate must be a finite positive number, not inf
 
 A ``bool`` is never an integer or a number here (``True`` is not a count), and a number is
 never NaN or infinite unless ``finite=False`` allows infinities. The foundation floor: it
@@ -28,15 +28,15 @@ def _fail(error: type[Exception], name: str, rule: str, value, note: str | None)
 
 def _int_rule(low: int | None, high: int | None) -> str:
     if low is not None and high is not None:
-        return f"an integer in [{low}, {high}]"
+        return f"an integer in [{low:,}, {high:,}]"
     if low == 1:
         return "a positive integer"
     if low == 0:
         return "a non-negative integer"
     if low is not None:
-        return f"an integer >= {low}"
+        return f"an integer >= {low:,}"
     if high is not None:
-        return f"an integer <= {high}"
+        return f"an integer <= {high:,}"
     return "an integer"
 
 
@@ -77,8 +77,9 @@ def _number_rule(low, high, low_open: bool, high_open: bool, finite: bool) -> st
     if low is not None and high is not None:
         return f"{kind} in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
     if low is not None:
-        if low == 0 and not low_open:
-            return f"{kind} >= 0" if not finite else "a finite non-negative number"
+        if low == 0:
+            sign = "positive" if low_open else "non-negative"
+            return f"a finite {sign} number" if finite else f"a {sign} number"
         return f"{kind} {'above' if low_open else '>='} {low:g}"
     if high is not None:
         return f"{kind} {'below' if high_open else '<='} {high:g}"

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from heteroreason.model import checks
+
 __all__ = ["SCHEDULER_ENV", "chunks", "executor", "run_chunked"]
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -45,8 +47,8 @@ class _Dask:
 def executor(*, workers: int | None = None, scheduler: str | None = None) -> Iterator:
     """A serial executor, or a Dask one (a local cluster of ``workers`` processes, or the
     cluster at ``scheduler`` / ``$DASK_SCHEDULER_ADDRESS``)."""
-    if workers is not None and (isinstance(workers, bool) or workers < 1):
-        raise ValueError(f"workers must be at least 1, not {workers!r}")
+    if workers is not None:
+        checks.integer("workers", workers, low=1)
     scheduler = scheduler or (None if workers else os.environ.get(SCHEDULER_ENV))
     if not workers and not scheduler:
         yield _Serial()

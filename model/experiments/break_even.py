@@ -21,10 +21,10 @@ floor) scaled, what a batched ingest that streams the weights once for several t
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from heteroreason.model import checks
 from heteroreason.model.system.config import Mode, SystemConfig, system_config
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.workload.traces import ProblemTrace
@@ -105,9 +105,7 @@ def heteroreason_latency_s(traces: Sequence[ProblemTrace], config: SystemConfig,
 def _check_range(low_ms: float, high_ms: float, tolerance_ms: float) -> None:
     for name, value in (("low_ms", low_ms), ("high_ms", high_ms),
                         ("tolerance_ms", tolerance_ms)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or \
-                not math.isfinite(value) or value <= 0:
-            raise ValueError(f"{name} must be a finite positive number, not {value!r}")
+        checks.number(name, value, low=0, low_open=True)
     if low_ms >= high_ms:
         raise ValueError(f"low_ms must be below high_ms, not {low_ms!r} >= {high_ms!r}")
 
@@ -221,9 +219,7 @@ def with_ingest_scaled(config: SystemConfig, scale: float) -> SystemConfig:
     """``config`` with its FPGA's ingest cost per token and its ingest floor times ``scale``
     (a model without an ingest cost of its own ingests at its decode cost: that is scaled),
     everything else kept."""
-    if isinstance(scale, bool) or not isinstance(scale, int | float) or \
-            not math.isfinite(scale) or scale < 0:
-        raise ValueError(f"ingest scale must be a finite number >= 0, not {scale!r}")
+    checks.number("ingest scale", scale, low=0)
     fpga = config.fpga
     per_token = fpga.decode_ms_per_token if fpga.ingest_ms_per_token is None \
         else fpga.ingest_ms_per_token

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming
 from heteroreason.model.timing.gpu import GpuSpec, gpu
@@ -60,9 +61,7 @@ class BatchCost:
         for key in ("decode_floor_ms", "prefill_call_ms", "token_compute_ms", "kv_token_ms",
                     "decode_call_ms", "per_item_ms", "prefill_sq_ms"):
             value = getattr(self, key)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{self.name}: {key} must be a finite non-negative number, "
-                                 f"not {value!r}")
+            checks.number(f"{self.name}: {key}", value, low=0)
         if self.decode_floor_ms and self.token_compute_ms > self.decode_floor_ms:
             raise ValueError(f"{self.name}: token_compute_ms {self.token_compute_ms} exceeds "
                              f"decode_floor_ms {self.decode_floor_ms}: one decode token would "

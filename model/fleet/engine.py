@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from heteroreason.model import checks
 from heteroreason.model.fleet.cost import (
     GPU_MEMORY_UTILIZATION,
     MAX_BATCH_ITEMS,
@@ -92,17 +93,13 @@ class FleetSpec:
     def __post_init__(self):
         for key in ("drafts", "prms", "targets"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise FleetError(f"pool size {key} must be an integer >= 1, not {value!r}")
-        if self.draft_slots is not None and (not isinstance(self.draft_slots, int)
-                                             or self.draft_slots < 1):
-            raise FleetError(f"draft_slots must be an integer >= 1 or None, "
-                             f"not {self.draft_slots!r}")
-        if self.max_prefetch_items is not None and (
-                isinstance(self.max_prefetch_items, bool)
-                or not isinstance(self.max_prefetch_items, int) or self.max_prefetch_items < 0):
-            raise FleetError(f"max_prefetch_items must be an integer >= 0 or None, "
-                             f"not {self.max_prefetch_items!r}")
+            checks.integer(f"pool size {key}", value, low=1, error=FleetError)
+        if self.draft_slots is not None:
+            checks.integer("draft_slots", self.draft_slots, low=1, note="or None",
+                           error=FleetError)
+        if self.max_prefetch_items is not None:
+            checks.integer("max_prefetch_items", self.max_prefetch_items, low=0,
+                           note="or None", error=FleetError)
         if not isinstance(self.routing, Routing):
             object.__setattr__(self, "routing", Routing.parse(self.routing))
 

@@ -10,6 +10,7 @@ import functools
 import math
 from dataclasses import asdict, dataclass, replace
 
+from heteroreason.model import checks
 from heteroreason.model.executor import run_chunked
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetRun, FleetSpec, Routing, simulate_fleet
@@ -44,10 +45,9 @@ class FleetPoint:
     max_prefetch: int | None = None  # step-ahead prefetches a target batch may hold
 
     def __post_init__(self):
-        if self.min_span_s is not None and not (math.isfinite(self.min_span_s)
-                                                and self.min_span_s > 0):
-            raise FleetError(f"min_span_s must be a finite number of seconds > 0 or None, "
-                             f"not {self.min_span_s!r}")
+        if self.min_span_s is not None:
+            checks.number("min_span_s", self.min_span_s, low=0, low_open=True,
+                          note="seconds, or None", error=FleetError)
 
     @property
     def problem_count(self) -> int:
@@ -151,8 +151,7 @@ def capacity(point: FleetPoint, slo_s: float, *, rel_tol: float = 0.02,
     ``point.problems`` problems and at least :data:`CAPACITY_SPAN_SLOS` SLOs of arrivals (unless
     ``point.min_span_s`` says otherwise): a burst of a few problems drains within the SLO
     however fast they come, a fleet past its capacity falls behind only over time."""
-    if not (math.isfinite(slo_s) and slo_s > 0):
-        raise FleetError(f"slo_s must be a finite number > 0, not {slo_s!r}")
+    checks.number("slo_s", slo_s, low=0, low_open=True, error=FleetError)
     evals = 0
     span_s = point.min_span_s if point.min_span_s is not None else CAPACITY_SPAN_SLOS * slo_s
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from heteroreason.model import checks
 from heteroreason.model.files import InputError, read_text
 from heteroreason.model.workload.traces import ProblemTrace
 
@@ -44,10 +45,7 @@ class Arrivals:
             if not self.timestamps_s:
                 raise ValueError("an arrival trace needs at least one timestamp")
             return
-        if not (isinstance(self.rate_per_s, int | float) and math.isfinite(self.rate_per_s)
-                and self.rate_per_s > 0):
-            raise ValueError(f"arrival rate_per_s must be a finite number > 0, "
-                             f"not {self.rate_per_s!r}")
+        checks.number("arrival rate_per_s", self.rate_per_s, low=0, low_open=True)
         if not (math.isfinite(self.cv) and 0 < self.cv <= 100):
             raise ValueError(f"arrival cv must be in (0, 100], not {self.cv!r}")
 
@@ -124,8 +122,7 @@ class Workload:
         for name, w in self.weights.items():
             if name not in self.traces:
                 raise ValueError(f"weight for {name!r}, which is not a trace set")
-            if not (math.isfinite(w) and w > 0):
-                raise ValueError(f"weight of {name!r} must be a finite number > 0, not {w!r}")
+            checks.number(f"weight of {name!r}", w, low=0, low_open=True)
 
     @classmethod
     def single(cls, name: str, traces: Sequence[ProblemTrace]) -> Workload:

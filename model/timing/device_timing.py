@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 
 __all__ = ["MEASURED_PROFILES", "PAPER_U280", "PRESETS", "LlmTiming", "timing"]
@@ -52,15 +53,10 @@ class LlmTiming:
                     "prefill_ms_per_token", "prefill_call_ms", "decode_floor_ms_per_token",
                     "ingest_floor_ms_per_token"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int | float) or \
-                    not math.isfinite(value) or value < 0:
-                raise ValueError(f"{self.name}: {key} must be a finite non-negative number, "
-                                 f"not {value!r}")
+            checks.number(f"{self.name}: {key}", value, low=0)
         ingest = self.ingest_ms_per_token
-        if ingest is not None and (isinstance(ingest, bool) or not isinstance(ingest, int | float)
-                                   or not math.isfinite(ingest) or ingest < 0):
-            raise ValueError(f"{self.name}: ingest_ms_per_token must be a finite non-negative "
-                             f"number or None, not {ingest!r}")
+        if ingest is not None:
+            checks.number(f"{self.name}: ingest_ms_per_token", ingest, low=0, note="or None")
 
     def prefill_ms(self, tokens: int) -> float:
         _check_count("tokens", tokens)
@@ -135,8 +131,7 @@ def _floored(tokens: int, kv_start: int, per_token: float, per_kv: float, floor:
 
 
 def _check_count(name: str, value) -> None:
-    if type(value) is not int or value < 0:  # (a bool is not a count)
-        raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+    checks.integer(name, value, low=0)
 
 
 _ARTIFACT = "artifact simulator configs (Hardware/simulator/configs/config1.json)"

@@ -14,8 +14,9 @@ GPU presets are here; an FPGA board's power is the board's
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from heteroreason.model import checks
 
 __all__ = ["DEVICE_POWER", "DevicePower", "device_energy_j", "power"]
 
@@ -30,10 +31,7 @@ class DevicePower:
     def __post_init__(self):
         for key in ("active_w", "idle_w"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int | float) or \
-                    not math.isfinite(value) or value < 0:
-                raise ValueError(f"{self.name}: {key} must be a finite non-negative number, "
-                                 f"not {value!r}")
+            checks.number(f"{self.name}: {key}", value, low=0)
 
 
 DEVICE_POWER: dict[str, DevicePower] = {p.name: p for p in (

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from heteroreason.model import checks
 from heteroreason.model.timing.profile_fit import ProfileError, huber_fit
 
 __all__ = ["KV_T_MIN", "ROLES", "CrossCheck", "RoleFit", "fit_roles", "significant"]
@@ -155,10 +156,7 @@ def fit_roles(profiles: Mapping[str, Mapping[str, np.ndarray]], *,
     if len(profiles) < 2:
         raise ProfileError(f"a cross-validated fit needs profiles of at least two datasets, "
                            f"not {len(profiles)}")
-    if isinstance(max_latency_ms, bool) or not isinstance(max_latency_ms, int | float) or \
-            not math.isfinite(max_latency_ms) or max_latency_ms <= 0:
-        raise ValueError(f"max_latency_ms must be a finite positive number, not "
-                         f"{max_latency_ms!r}")
+    checks.number("max_latency_ms", max_latency_ms, low=0, low_open=True)
     ordered = {name: profiles[name] for name in sorted(profiles)}  # one order, one result
     return {role: _fit_role(ordered, role, max_latency_ms) for role in ROLES}
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from heteroreason.model import checks
 from heteroreason.model.files import InputError, read_text
 
 __all__ = ["COMPONENTS", "CONTEXT_COLUMNS", "PROBLEM_COLUMN", "ComponentFit", "ProfileError",
@@ -141,10 +141,7 @@ def fit_profile(columns: dict[str, np.ndarray], *, max_latency_ms: float = 5000.
                 ) -> list[ComponentFit]:
     """Fit every component whose coefficients the rows identify; raises
     :class:`ProfileError` naming each component's reason when none can be fitted."""
-    if isinstance(max_latency_ms, bool) or not isinstance(max_latency_ms, int | float) or \
-            not math.isfinite(max_latency_ms) or max_latency_ms <= 0:
-        raise ValueError(f"max_latency_ms must be a finite positive number, not "
-                         f"{max_latency_ms!r}")
+    checks.number("max_latency_ms", max_latency_ms, low=0, low_open=True)
     fits, reasons = [], []
     for name, (lat, calls, tokens) in COMPONENTS.items():
         ran = columns[calls] > 0

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.workload.traces import BRSD_POLICY, Policy, ProblemTrace, StepEvent
 
@@ -189,17 +190,10 @@ def iter_traces(prof: DatasetProfile, *, seed: int, problems: int | None = None,
     problem order. A problem ends before the first step whose context
     (:meth:`ProblemTrace.step_contexts`) exceeds ``max_context_tokens``, as a run ends when the
     PRM can no longer score it. The arguments are checked before the first trace is made."""
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
-    if isinstance(max_context_tokens, bool) or not isinstance(max_context_tokens, int) or \
-            max_context_tokens < 1:
-        raise ValueError(f"max_context_tokens must be a positive integer, not "
-                         f"{max_context_tokens!r}")
+    checks.integer("seed", seed, low=0)
+    checks.integer("max_context_tokens", max_context_tokens, low=1)
     problems = prof.problems if problems is None else problems
-    if isinstance(problems, bool) or not isinstance(problems, int) or \
-            not 1 <= problems <= MAX_GENERATED_PROBLEMS:
-        raise ValueError(f"problems must be an integer in [1, {MAX_GENERATED_PROBLEMS:,}], "
-                         f"not {problems!r}")
+    checks.integer("problems", problems, low=1, high=MAX_GENERATED_PROBLEMS)
     return _traces(prof, seed, problems, policy, max_context_tokens)
 
 

@@ -29,6 +29,7 @@ from amaranth.hdl import Assert, Module, ResetSignal, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from heteroreason.model import checks
 from heteroreason.model.spec.protocol import Mode, Op, Source
 from heteroreason.rtl.compare import equals, is_zero
 from heteroreason.rtl.kvmu import AllocLayout, CommandLayout, Kvmu, SpanLayout
@@ -136,8 +137,7 @@ def prove_kvmu(kvmu: Kvmu | None = None, *, capacity: int = 16, depth: int = 20,
     """
     if mode not in ("prove", "bmc"):
         raise ValueError(f"mode must be 'prove' or 'bmc', not {mode!r}")
-    if not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"depth must be a positive integer, not {depth!r}")
+    checks.integer("depth", depth, low=1)
     kvmu = kvmu if kvmu is not None else Kvmu(capacity=capacity)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)

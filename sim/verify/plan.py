@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
+from heteroreason.model import checks
+
 __all__ = ["PLAN_ENV", "RunPlan", "Stimulus"]
 
 PLAN_ENV = "HR_RUN_PLAN"
@@ -71,24 +73,14 @@ class Stimulus:
     result: str | None = None
 
     def __post_init__(self):
-        if isinstance(self.port_fifo_depth, bool) or not isinstance(self.port_fifo_depth, int) \
-                or self.port_fifo_depth < 1:
-            raise ValueError(f"stimulus port_fifo_depth must be an integer >= 1, not "
-                             f"{self.port_fifo_depth!r}")
+        checks.integer("stimulus port_fifo_depth", self.port_fifo_depth, low=1)
         for name in ("random_events", "mvu_jobs", "draft", "latency"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"stimulus {name} must be a non-negative integer, not "
-                                 f"{value!r}")
+            checks.integer(f"stimulus {name}", value, low=0)
         for name in ("stall", "idle", "backpressure"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                    not 0.0 <= value < 1.0:
-                raise ValueError(f"stimulus {name} must be a probability in [0, 1), not "
-                                 f"{value!r}")
-        if not isinstance(self.shared_kv_ports, bool):
-            raise ValueError(f"stimulus shared_kv_ports must be true or false, not "
-                             f"{self.shared_kv_ports!r}")
+            checks.number(f"stimulus {name}", value, low=0, high=1, high_open=True)
+        checks.flag("stimulus shared_kv_ports", self.shared_kv_ports)
         ports = tuple(tuple(p) for p in self.weight_ports)
         for port in ports:
             if len(port) != 2 or isinstance(port[0], bool) or not isinstance(port[0], int) or \

@@ -174,8 +174,7 @@ class GoldenKvmu:
     # tokens processed by the decoder
 
     def host_token(self, *, last: bool) -> Outcome:
-        if not isinstance(last, bool):
-            raise ValueError(f"last must be a bool, not {last!r}")
+        checks.flag("last", last)
         if not self.mode.takes_host_tokens:
             return self._fail(Error.HOST_TOKEN_IN_SPECULATION)
         if self.ahead == self.capacity:
@@ -189,8 +188,7 @@ class GoldenKvmu:
         return Outcome(write_pos=pos)
 
     def draft_token(self, *, step_end: bool) -> Outcome:
-        if not isinstance(step_end, bool):
-            raise ValueError(f"step_end must be a bool, not {step_end!r}")
+        checks.flag("step_end", step_end)
         if self.mode.takes_host_tokens:
             return self._fail(Error.DRAFT_TOKEN_OUTSIDE_SPECULATION)
         if self.stalled:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
 from heteroreason.rtl.decoder.attention import job_cycles as attention_job_cycles
 from heteroreason.rtl.decoder.core import BUFFER_OUTPUT_LATENCY, TOKEN_START_LATENCY
@@ -91,22 +92,17 @@ class CoreTiming:
             raise TypeError(f"params must be a DecoderParams, not {type(self.params).__name__}")
         self.params.check_model(self.config)
         latency = self.memory_latency_cycles
-        if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
-            raise ValueError(f"memory_latency_cycles must be a non-negative integer, not "
-                             f"{latency!r}")
+        checks.integer("memory_latency_cycles", latency, low=0)
         rate = self.stream_beats_per_cycle
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1:
-            raise ValueError(f"stream_beats_per_cycle must be in (0, 1], not {rate!r}")
+        checks.number("stream_beats_per_cycle", rate, low=0, high=1, low_open=True)
 
     def operators(self, position: int, *, keep_logits: bool = True) -> list[tuple]:
         """``(name, compute cycles, matrix-vector beats)`` of one token at ``position``, in the
         RTL's order (the operator table's); the compute cycles of a matrix-vector operator are
         its vector load."""
         c = self.config
-        if isinstance(position, bool) or not isinstance(position, int) or \
-                not 0 <= position < c.max_context:
-            raise ValueError(f"position must be in [0, {c.max_context}) (the model's context), "
-                             f"not {position!r}")
+        checks.integer("position", position, low=0, high=c.max_context - 1,
+                       note="the model's context")
         return [(op.name, *self._cycles(op, position))
                 for _, op in token_operators(c.layers, keep_logits=keep_logits)]
 
@@ -175,14 +171,10 @@ class CoreTiming:
         causal within the batch); the SiLU table loads once a layer. ``batch_cycles(position,
         1)`` is ``token_cycles(position, keep_logits=False)``."""
         most = self.params.ingest_batch
-        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= most:
-            raise ValueError(f"batch must be an integer in [1, {most}] (the design's "
-                             f"ingest_batch), not {batch!r}")
+        checks.integer("batch", batch, low=1, high=most, note="the design's ingest_batch")
         last = self.config.max_context - batch
-        if isinstance(position, bool) or not isinstance(position, int) or \
-                not 0 <= position <= last:
-            raise ValueError(f"position must be in [0, {last}] (the model's context less the "
-                             f"batch of {batch}), not {position!r}")
+        checks.integer("position", position, low=0, high=last,
+                       note=f"the model's context less the batch of {batch}")
         return self._pass_cycles(position, keep_logits=False, batch=batch)
 
     def _operator_cycles(self, position: int, *, keep_logits: bool,

@@ -73,8 +73,7 @@ class HbmSpec:
     def __post_init__(self):
         for key in ("pseudo_channels", "ports_per_channel"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise HbmError(f"{self.name}: {key} must be an integer >= 1, not {value!r}")
+            checks.integer(f"{self.name}: {key}", value, low=1, error=HbmError)
         if not (self.channel_bytes_per_s > 0 and 0 < self.efficiency <= 1
                 and self.read_latency_s >= 0 and self.capacity_bytes > 0):
             raise HbmError(f"{self.name}: channel_bytes_per_s and capacity_bytes must be "
@@ -169,8 +168,7 @@ def plan_stream(hbm: HbmSpec, stream: str, beat_bytes: int, clock_hz: float,
     or fewer can, the one that sustains the most. A slice wider than its port arrives over
     several of the port's beats (the port's width converter assembles it), so its stream runs
     below a beat a cycle."""
-    if isinstance(beat_bytes, bool) or not isinstance(beat_bytes, int) or beat_bytes < 1:
-        raise HbmError(f"{stream}: beat_bytes must be an integer >= 1, not {beat_bytes!r}")
+    checks.integer(f"{stream}: beat_bytes", beat_bytes, low=1, error=HbmError)
     if not clock_hz > 0:
         raise HbmError(f"clock_hz must be positive, not {clock_hz!r}")
     if isinstance(max_ports, bool) or not isinstance(max_ports, int) or max_ports < 1:
@@ -227,8 +225,7 @@ def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int,
                     param_width: int) -> list[PortPlan]:
     """The ports of the parameter stream and of the key and value rows (one stream: see the
     module's docstring), each at a beat a cycle."""
-    if isinstance(kv_row_bytes, bool) or not isinstance(kv_row_bytes, int) or kv_row_bytes < 0:
-        raise HbmError(f"kv_row_bytes must be an integer >= 0, not {kv_row_bytes!r}")
+    checks.integer("kv_row_bytes", kv_row_bytes, low=0, error=HbmError)
     left = hbm.ports
     narrow = [("params", param_beat_bytes(param_width))]
     if kv_row_bytes:

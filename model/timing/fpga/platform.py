@@ -258,10 +258,7 @@ def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context
     (the RTL-calibrated timing of the board's design)."""
     config = qwen2_config(model) if isinstance(model, str) else model
     board = fpga_board(board) if isinstance(board, str) else board
-    if isinstance(context, bool) or not isinstance(context, int) or \
-            not 0 <= context < config.max_context:
-        raise ValueError(f"context must be in [0, {config.max_context}) for {config.name}, "
-                         f"not {context!r}")
+    checks.integer("context", context, low=0, high=config.max_context - 1, note=config.name)
     calibration = _committed_calibration()
     params = design_for(config, board, calibration=calibration)
     cycles = core_timing(config, board, params, calibration.overheads).token_cycles(
@@ -279,10 +276,8 @@ def batched_ingest_ms(model: str | Qwen2Config, board: str | FpgaBoard, context:
     board = fpga_board(board) if isinstance(board, str) else board
     for name, value in (("tokens", tokens), ("batch", batch)):
         checks.integer(name, value, low=1)
-    if isinstance(context, bool) or not isinstance(context, int) or \
-            not 0 <= context <= config.max_context - tokens:
-        raise ValueError(f"context must be in [0, {config.max_context - tokens}] for "
-                         f"{tokens} tokens of {config.name}, not {context!r}")
+    checks.integer("context", context, low=0, high=config.max_context - tokens,
+                   note=f"{tokens} tokens of {config.name}")
     calibration = _committed_calibration()
     params = replace(design_for(config, board, calibration=calibration), ingest_batch=batch)
     timing = core_timing(config, board, params, calibration.overheads)

@@ -153,8 +153,7 @@ class StripedChannel(_StreamPorts):
             raise ValueError("ports must name at least one (latency, stall) pair")
         for latency, stall in ports:
             _check_port(latency, stall, "a port's ")
-        if isinstance(fifo_depth, bool) or not isinstance(fifo_depth, int) or fifo_depth < 1:
-            raise ValueError(f"fifo_depth must be an integer >= 1, not {fifo_depth!r}")
+        checks.integer("fifo_depth", fifo_depth, low=1)
         super().__init__(dut, request, response, size=len(beats), addr_bits=addr_bits)
         self._beats = beats
         self._rng = rng

@@ -32,7 +32,7 @@ def test_decode_sums_the_per_token_cost():
                                              rf"{re.escape(repr(value))}$"):
             LlmTiming("bad", "m", "d", decode_ms_per_token=value)
     with pytest.raises(ValueError, match=r"^bad: ingest_ms_per_token must be a finite "
-                                         r"non-negative number or None, not nan$"):
+                                         r"non-negative number \(or None\), not nan$"):
         LlmTiming("bad", "m", "d", decode_ms_per_token=1.0, ingest_ms_per_token=float("nan"))
 
 

@@ -84,8 +84,8 @@ def test_bad_queries():
                                        r"test-tiny, test-small, test-0\.5b-layer, test-deep, "
                                        r"test-odd-vocab\"$"):
         draft_ms_per_token("qwen3", "v80", 10)
-    with pytest.raises(ValueError, match=r"^context must be in \[0, 32768\) for qwen2\.5-0\.5b, "
-                                         r"not 40000$"):
+    with pytest.raises(ValueError, match=r"^context must be an integer in \[0, 32,767\] "
+                                         r"\(qwen2\.5-0\.5b\), not 40000$"):
         draft_ms_per_token("qwen2.5-0.5b", "v80", 40_000)
     with pytest.raises(KeyError, match=r"^\"unknown GPU 'rtx'; choose one of jetson-orin-nano\"$"):
         edge_gpu_ms_per_token("qwen2.5-0.5b", "rtx", 10)
@@ -129,8 +129,8 @@ def test_bad_batched_ingests():
                          ("batch", {"tokens": 4, "batch": 0})):
         with pytest.raises(ValueError, match=rf"^{name} must be a positive integer, not 0$"):
             batched_ingest_ms(Q05, "u280-300", 0, **kwargs)
-    with pytest.raises(ValueError, match=r"^context must be in \[0, 32668\] for 100 tokens of "
-                                         r"qwen2\.5-0\.5b, not 32700$"):
+    with pytest.raises(ValueError, match=r"^context must be an integer in \[0, 32,668\] \(100 "
+                                         r"tokens of qwen2\.5-0\.5b\), not 32700$"):
         batched_ingest_ms(Q05, "u280-300", 32_700, 100, batch=4)
     with pytest.raises(ValueError, match=r"^batch must be a positive integer, not 2\.0$"):
         batched_ingest_resources(Q05, design_for(Q05, "u280-300"), 2.0)

@@ -136,8 +136,8 @@ def test_bad_parameters():
     with pytest.raises(ValueError, match=r"^heads_parallel \(3\) must divide the query heads "
                                          r"per KV head \(4\)$"):
         CoreTiming(SMALL, DecoderParams(8, 8, 3))
-    with pytest.raises(ValueError, match=r"^position must be in \[0, 1024\) \(the model's "
-                                         r"context\), not 1024$"):
+    with pytest.raises(ValueError, match=r"^position must be an integer in \[0, 1,023\] \(the "
+                                         r"model's context\), not 1024$"):
         CoreTiming(SMALL, DecoderParams(8, 8)).token_cycles(1024)
     for bad in (3, 6):
         with pytest.raises(ValueError, match=rf"^ingest_batch must be a power of two, not "
@@ -304,7 +304,7 @@ def test_a_batch_is_checked():
                                              rf"{re.escape(repr(bad))}$"):
             timing.batch_cycles(0, bad)
     last = SMALL.max_context - 4
-    with pytest.raises(ValueError, match=rf"^position must be in \[0, {last}\] \(the model's "
-                                         rf"context less the batch of 4\), not {last + 1}$"):
+    with pytest.raises(ValueError, match=rf"^position must be an integer in \[0, {last:,}\] \(the "
+                                         rf"model's context less the batch of 4\), not {last + 1}$"):
         timing.batch_cycles(last + 1, 4)
     assert timing.batch_cycles(last, 4) > 0
