@@ -13,7 +13,7 @@ import argparse
 import sys
 import time
 
-from heteroreason.model.system.config import CONFIGS, Mode, system_config
+from heteroreason.model.system.config import CONFIGS, ServingMode, system_config
 from heteroreason.model.system.scheduler import simulate_problem
 from heteroreason.model.workload.trace_synth import PROFILES, generate_traces
 from heteroreason.model.workload.traces import RSD_POLICY
@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
            for t in generate_traces(p, seed=args.seed, policy=RSD_POLICY)]
     total_problems = total_events = 0
     start = time.perf_counter()
-    for mode in Mode:
-        traces = rsd if mode is Mode.RSD else brsd
+    for mode in ServingMode:
+        traces = rsd if mode is ServingMode.RSD else brsd
         t0 = time.perf_counter()
         events = sum(simulate_problem(t, config, mode).events for t in traces)
         seconds = time.perf_counter() - t0

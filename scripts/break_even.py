@@ -36,12 +36,12 @@ from heteroreason.model.experiments.reproduce import (
     ordered_datasets,
 )
 from heteroreason.model.files import output_problem
-from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.system.scheduler import ScheduleError
 from heteroreason.model.timing.fpga.platform import BOARDS, draft_timing
 from heteroreason.model.workload.traces import TraceError
 
-GPU_ONLY = [m.value for m in Mode if not m.on_fpga and m.backtracking]
+GPU_ONLY = [m.value for m in ServingMode if not m.on_fpga and m.backtracking]
 
 
 def draft_marks(config_name: str) -> dict[str, float]:

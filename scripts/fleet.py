@@ -53,7 +53,7 @@ from heteroreason.model.fleet.search import (
 )
 from heteroreason.model.fleet.timeline import fleet_chrome_trace
 from heteroreason.model.fleet.workload import load_arrival_trace, sample_workload
-from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, Mode, system_config
+from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, ServingMode, system_config
 from heteroreason.model.system.simulate import chrome_trace
 from heteroreason.model.workload.bundled import BUNDLED_DIR
 
@@ -84,7 +84,7 @@ def _non_negative(text: str) -> int:
 
 def _options(parser: argparse.ArgumentParser, *, rate: bool = True) -> None:
     parser.add_argument("--config", choices=sorted(CONFIGS), default="config1")
-    parser.add_argument("--mode", choices=[m.value for m in Mode], default="heteroreason")
+    parser.add_argument("--mode", choices=[m.value for m in ServingMode], default="heteroreason")
     parser.add_argument("--fpga", choices=sorted(FPGA_MODELS), default=None,
                         help="the FPGA draft model (default: the artifact simulator's U280)")
     parser.add_argument("--pools", nargs=3, type=_positive(int), default=[1, 1, 1],
@@ -259,7 +259,7 @@ def cmd_size(args) -> int:
 
 
 def cmd_costs(args) -> int:
-    spec = FleetSpec(system_config(args.config), Mode.HETEROREASON)
+    spec = FleetSpec(system_config(args.config), ServingMode.HETEROREASON)
     for role in ("draft", "prm", "target"):
         cost = spec.cost(role)
         print(f"{role}: {cost.name}")
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("sweep", help="latency against load")
     _options(p, rate=False)
     p.add_argument("--rates", nargs="+", type=_positive(float), required=True)
-    p.add_argument("--modes", nargs="+", choices=[m.value for m in Mode], default=None,
+    p.add_argument("--modes", nargs="+", choices=[m.value for m in ServingMode], default=None,
                    help="one curve per mode (default: --mode)")
     p.add_argument("--slo", type=_positive(float), default=None)
     _cluster_options(p)

@@ -30,7 +30,7 @@ from heteroreason.model.files import output_problem
 from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, random_weights
 from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
-from heteroreason.model.system.config import Mode
+from heteroreason.model.system.config import ServingMode
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.workload.traces import TraceError, read_json_lines
 
@@ -99,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             for t in traces]
     print(format_table(["problem", "steps", "accepted", "rescued", "backtracks",
                         "output tokens"], rows))
-    modes = [Mode.BASELINE, Mode.T2, Mode.HETEROREASON] if not args.no_backtracking else \
-        [Mode.RSD, Mode.T2, Mode.HETEROREASON]
+    modes = [ServingMode.BASELINE, ServingMode.T2, ServingMode.HETEROREASON] \
+        if not args.no_backtracking else \
+        [ServingMode.RSD, ServingMode.T2, ServingMode.HETEROREASON]
     replay = [[m.value, f"{simulate(traces, 'config1', m).summary.latency_s:.3f}"]
               for m in modes]
     print(format_table(["mode (config1 costs)", "latency s/problem"], replay))

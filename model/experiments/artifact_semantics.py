@@ -41,7 +41,7 @@ from heteroreason.model.system.config import SystemConfig
 from heteroreason.model.system.overlapped import PREFETCH_LIMIT_TOKENS
 from heteroreason.model.timing.link import BYTES_PER_TOKEN_ID
 from heteroreason.model.workload.trace_import import read_count
-from heteroreason.model.workload.traces import Outcome, ProblemTrace, TraceError
+from heteroreason.model.workload.traces import ProblemTrace, StepOutcome, TraceError
 
 __all__ = ["Alignment", "ArtifactEvent", "ArtifactProblem", "artifact_events",
            "artifact_latency_ms", "config_coefficients", "read_artifact_config",
@@ -110,11 +110,11 @@ def artifact_events(trace: ProblemTrace) -> ArtifactProblem:
     events, chain = [], 0
     for step in trace.steps:
         chain += 1
-        if step.outcome is Outcome.ACCEPT:
+        if step.outcome is StepOutcome.ACCEPT:
             events.append(ArtifactEvent(ACCEPT, chain, step.draft_tokens, 0))
             continue
         events.append(ArtifactEvent(RESCUE, chain, step.draft_tokens, step.target_tokens))
-        if step.outcome is Outcome.BACKTRACK:
+        if step.outcome is StepOutcome.BACKTRACK:
             chain -= 1 + step.backtrack_steps
             events.append(ArtifactEvent(BACKTRACK, chain + 1, 0, step.regenerated_tokens,
                                         to_step=chain))

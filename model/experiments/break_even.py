@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from heteroreason.model import checks
-from heteroreason.model.system.config import Mode, SystemConfig, system_config
+from heteroreason.model.system.config import ServingMode, SystemConfig, system_config
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.workload.traces import ProblemTrace
 
@@ -97,7 +97,7 @@ def with_fpga_ms(config: SystemConfig, ms_per_token: float) -> SystemConfig:
 def heteroreason_latency_s(traces: Sequence[ProblemTrace], config: SystemConfig,
                            ms_per_token: float) -> float:
     """Mean latency per problem of ``heteroreason`` with the FPGA at ``ms_per_token``."""
-    result = simulate(traces, with_fpga_ms(config, ms_per_token), Mode.HETEROREASON,
+    result = simulate(traces, with_fpga_ms(config, ms_per_token), ServingMode.HETEROREASON,
                       keep_runs=False)
     return result.summary.latency_s
 
@@ -117,7 +117,8 @@ def latency_grid_ms(low_ms: float, high_ms: float, points: int = 9) -> list[floa
 
 
 def break_evens(traces: Sequence[ProblemTrace], config: SystemConfig,
-                against: Sequence[Mode | str] = (Mode.T2, Mode.BASELINE), *, dataset: str = "",
+                against: Sequence[ServingMode | str] = (ServingMode.T2, ServingMode.BASELINE), *,
+                dataset: str = "",
                 low_ms: float = DEFAULT_RANGE_MS[0], high_ms: float = DEFAULT_RANGE_MS[1],
                 tolerance_ms: float = DEFAULT_TOLERANCE_MS
                 ) -> tuple[list[BreakEven], list[tuple[float, float]]]:
@@ -125,7 +126,7 @@ def break_evens(traces: Sequence[ProblemTrace], config: SystemConfig,
     ``against`` on ``traces`` (to ``tolerance_ms``), or where it lies outside
     ``[low_ms, high_ms]``; and the curve it was read from, ``(ms/token, mean latency s)``
     pairs in increasing cost (a log-spaced grid, then every refinement)."""
-    modes = [Mode.parse(a) if isinstance(a, str) else a for a in against]
+    modes = [ServingMode.parse(a) if isinstance(a, str) else a for a in against]
     for mode in modes:
         if mode.on_fpga:
             raise ValueError("against must be modes without the FPGA (rsd, baseline, t2), "
@@ -163,7 +164,7 @@ def break_evens(traces: Sequence[ProblemTrace], config: SystemConfig,
     return results, sorted(curve.items())
 
 
-def break_even(traces: Sequence[ProblemTrace], config: SystemConfig, against: Mode | str,
+def break_even(traces: Sequence[ProblemTrace], config: SystemConfig, against: ServingMode | str,
                **options) -> BreakEven:
     """:func:`break_evens` for one mode."""
     return break_evens(traces, config, (against,), **options)[0][0]
@@ -171,7 +172,7 @@ def break_even(traces: Sequence[ProblemTrace], config: SystemConfig, against: Mo
 
 def break_even_table(sets: dict[str, Sequence[ProblemTrace]], configs: Sequence[str], *,
                      fpga: str | None = None, gpu_draft: str = "measured",
-                     against: Sequence[Mode | str] = (Mode.T2, Mode.BASELINE),
+                     against: Sequence[ServingMode | str] = (ServingMode.T2, ServingMode.BASELINE),
                      low_ms: float = DEFAULT_RANGE_MS[0], high_ms: float = DEFAULT_RANGE_MS[1],
                      progress: Callable[[str], None] | None = None):
     """:func:`break_evens` for every configuration (with the FPGA model ``fpga``) and trace
@@ -236,10 +237,11 @@ def ingest_sensitivity(traces: Sequence[ProblemTrace], config: SystemConfig,
     """:class:`IngestSensitivity` at each of ``scales`` (the change against scale 1, the
     configuration as it is, which is replayed too)."""
     scaled = [with_ingest_scaled(config, scale) for scale in scales]  # bad scales refused first
-    base = simulate(traces, config, Mode.HETEROREASON, keep_runs=False).summary.latency_s
+    base = simulate(traces, config, ServingMode.HETEROREASON, keep_runs=False).summary.latency_s
     rows = []
     for scale, variant in zip(scales, scaled, strict=True):
-        latency = simulate(traces, variant, Mode.HETEROREASON, keep_runs=False).summary.latency_s
+        latency = simulate(traces, variant, ServingMode.HETEROREASON,
+                           keep_runs=False).summary.latency_s
         rows.append(IngestSensitivity(config.name, dataset, float(scale),
                                       variant.fpga.ingest_ms(1, 0), latency,
                                       100 * (latency / base - 1)))

@@ -14,7 +14,7 @@ from heteroreason.model.system.config import (
     CONFIGS,
     FPGA_MODELS,
     GPU_DRAFTS,
-    Mode,
+    ServingMode,
     SystemConfig,
     system_config,
 )
@@ -52,8 +52,8 @@ PAPER_J_PER_TOKEN = {
     ("config1", "heteroreason", True): (4.57, 3.38, 4.49, 4.92),
 }
 
-MODES_WITH_BT = (Mode.BASELINE, Mode.T2, Mode.HETEROREASON)
-MODES_WITHOUT_BT = (Mode.RSD, Mode.T2, Mode.HETEROREASON)
+MODES_WITH_BT = (ServingMode.BASELINE, ServingMode.T2, ServingMode.HETEROREASON)
+MODES_WITHOUT_BT = (ServingMode.RSD, ServingMode.T2, ServingMode.HETEROREASON)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,13 @@
 """The fleet simulator: problems arrive, are admitted to a draft device with room for their KV
 cache, and run the batch-1 scheduler's state machines on shared pools of devices.
 
-    spec = FleetSpec(system_config("config1"), Mode.HETEROREASON, drafts=2, prms=1, targets=1)
+    spec = FleetSpec(system_config("config1"), ServingMode.HETEROREASON, drafts=2, prms=1,
+                     targets=1)
     run = simulate_fleet(spec, problems, arrivals_ms)
 
 Pools: draft devices (FPGA boards, one job at a time, as many resident problems as their HBM
 holds; or GPUs batching the draft model), PRM GPUs and target GPUs (batching,
-:class:`~heteroreason.model.fleet.devices.BatchedGpu`), and a host link per draft device.
+:class:`~heteroreason.model.fleet.batched_gpu.BatchedGpu`), and a host link per draft device.
 Routing picks the member with the least outstanding work (``least``) or the next in turn
 (``round-robin``); a problem's draft, link and target stay where they started, each PRM call
 is routed on its own.
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from heteroreason.model import checks
+from heteroreason.model.fleet.batched_gpu import BatchedGpu
 from heteroreason.model.fleet.cost import (
     GPU_MEMORY_UTILIZATION,
     MAX_BATCH_ITEMS,
@@ -29,10 +31,10 @@ from heteroreason.model.fleet.cost import (
     BatchCost,
     batch_cost,
 )
-from heteroreason.model.fleet.devices import Activity, BatchedGpu, ExclusiveDevice, FleetError
+from heteroreason.model.fleet.devices import Activity, ExclusiveDevice, FleetError
 from heteroreason.model.fleet.lanes import lane_replay
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
-from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.contexts import check_contexts
 from heteroreason.model.system.event_loop import EventLoop, Priority
 from heteroreason.model.system.records import ProblemRun, Resource
@@ -79,7 +81,7 @@ class FleetSpec:
     an FPGA's from its HBM and the PRM's context limit, a GPU's unbounded but for its KV)."""
 
     config: SystemConfig
-    mode: Mode
+    mode: ServingMode
     drafts: int = 1
     prms: int = 1
     targets: int = 1

@@ -16,7 +16,7 @@ from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetRun, FleetSpec, Routing, simulate_fleet
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.workload import ArrivalKind, Arrivals, Workload, sample_workload
-from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.workload.bundled import load_bundled
 
 __all__ = ["CAPACITY_SPAN_SLOS", "CapacityResult", "FleetPoint", "bundled_workload",
@@ -57,7 +57,7 @@ class FleetPoint:
         return max(self.problems, math.ceil(self.rate_per_s * self.min_span_s))
 
     def spec(self) -> FleetSpec:
-        return FleetSpec(system_config(self.config, fpga=self.fpga), Mode.parse(self.mode),
+        return FleetSpec(system_config(self.config, fpga=self.fpga), ServingMode.parse(self.mode),
                          drafts=self.drafts, prms=self.prms, targets=self.targets,
                          routing=Routing.parse(self.routing),
                          max_prefetch_items=self.max_prefetch)
@@ -76,7 +76,7 @@ class FleetPoint:
 @functools.lru_cache(maxsize=16)
 def bundled_workload(datasets: tuple[str, ...], mode: str) -> Workload:
     """The bundled trace sets, equally weighted (less traces ``mode`` cannot replay)."""
-    backtracking = Mode.parse(mode).backtracking
+    backtracking = ServingMode.parse(mode).backtracking
     sets = {}
     for name in datasets:
         traces = [t for t in load_bundled(name) if backtracking or not t.backtracks]

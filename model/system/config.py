@@ -12,10 +12,10 @@ from heteroreason.model.timing.energy import DevicePower, power
 from heteroreason.model.timing.fpga.platform import BOARDS, board_power, draft_timing
 from heteroreason.model.timing.link import LinkConfig, link
 
-__all__ = ["CONFIGS", "FPGA_MODELS", "GPU_DRAFTS", "Mode", "SystemConfig", "system_config"]
+__all__ = ["CONFIGS", "FPGA_MODELS", "GPU_DRAFTS", "ServingMode", "SystemConfig", "system_config"]
 
 
-class Mode(enum.Enum):
+class ServingMode(enum.Enum):
     """Scheduler modes.
 
     ``rsd``: sequential, no backtracking, the target's step is not scored.
@@ -32,7 +32,7 @@ class Mode(enum.Enum):
     HETEROREASON = "heteroreason"
 
     @classmethod
-    def parse(cls, name: str) -> Mode:
+    def parse(cls, name: str) -> ServingMode:
         try:
             return cls(name)
         except ValueError:
@@ -41,15 +41,15 @@ class Mode(enum.Enum):
 
     @property
     def overlapped(self) -> bool:
-        return self in (Mode.T2, Mode.HETEROREASON)
+        return self in (ServingMode.T2, ServingMode.HETEROREASON)
 
     @property
     def on_fpga(self) -> bool:
-        return self is Mode.HETEROREASON
+        return self is ServingMode.HETEROREASON
 
     @property
     def backtracking(self) -> bool:
-        return self is not Mode.RSD
+        return self is not ServingMode.RSD
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
-from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.replay import ScheduleError
 from heteroreason.model.workload.traces import ProblemTrace
 
@@ -20,7 +20,7 @@ class ContextLimit(NamedTuple):
     max_context: int
 
 
-def context_limits(config: SystemConfig, mode: Mode) -> tuple[ContextLimit, ...]:
+def context_limits(config: SystemConfig, mode: ServingMode) -> tuple[ContextLimit, ...]:
     """The three models' contexts, the draft's as it runs in ``mode`` (FPGA or GPU)."""
     draft = config.draft_model if mode.on_fpga else qwen2_config(config.draft_gpu.model)
     prm, target = qwen2_config(config.prm.model), qwen2_config(config.target.model)
@@ -29,7 +29,7 @@ def context_limits(config: SystemConfig, mode: Mode) -> tuple[ContextLimit, ...]
             ContextLimit("target", target.name, target.max_context))
 
 
-def check_contexts(trace: ProblemTrace, config: SystemConfig, mode: Mode) -> None:
+def check_contexts(trace: ProblemTrace, config: SystemConfig, mode: ServingMode) -> None:
     """Raise :class:`ScheduleError` naming the problem, the step, the tokens it needs and the model
     whose context is too short, at the first step that does not fit."""
     limits = context_limits(config, mode)

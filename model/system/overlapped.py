@@ -11,7 +11,7 @@ from __future__ import annotations
 from heteroreason.model.system.event_loop import Priority
 from heteroreason.model.system.records import JobKind, Record, Resource
 from heteroreason.model.system.replay import Replay, ScheduleError
-from heteroreason.model.workload.traces import Outcome
+from heteroreason.model.workload.traces import StepOutcome
 
 __all__ = ["PREFETCH_LIMIT_TOKENS", "OverlappedReplay"]
 
@@ -68,7 +68,7 @@ class OverlappedReplay(Replay):
 
     def prefetch(self, j: int) -> None:
         step = self.steps[j]
-        tokens = step.target_tokens if step.outcome is not Outcome.ACCEPT else \
+        tokens = step.target_tokens if step.outcome is not StepOutcome.ACCEPT else \
             step.prefetch_tokens or PREFETCH_LIMIT_TOKENS
         self.request(Resource.TARGET, JobKind.PREFETCH, self.target_generate_ms(tokens), j,
                      tokens, Priority.TARGET, self.target_finished, j)
@@ -81,7 +81,7 @@ class OverlappedReplay(Replay):
     def verdict(self, j: int) -> None:
         self.pending = False
         step = self.steps[j]
-        if step.outcome is Outcome.ACCEPT:
+        if step.outcome is StepOutcome.ACCEPT:
             running = self.running[Resource.TARGET]
             if running is not None and running.kind is JobKind.PREFETCH and running.step == j:
                 # interrupted, not wasted: its tokens are cached for a later regeneration
@@ -185,7 +185,7 @@ class OverlappedReplay(Replay):
 
     def target_verdict(self, j: int) -> None:
         step = self.steps[j]
-        if step.outcome is Outcome.RESCUE:
+        if step.outcome is StepOutcome.RESCUE:
             if self.v == self.n and j == self.n - 1:
                 self.finish()
             return

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.event_loop import Priority
 from heteroreason.model.workload.traces import ProblemTrace
 
@@ -111,7 +111,7 @@ class ProblemRun:
 
     trace: ProblemTrace
     config: SystemConfig
-    mode: Mode
+    mode: ServingMode
     intervals: tuple[Interval, ...]
     latency_ms: float
     output_tokens: int

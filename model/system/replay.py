@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.event_loop import EventLoop, Priority
 from heteroreason.model.system.records import (
     RESOURCES,
@@ -31,7 +31,7 @@ class ScheduleError(ValueError):
 class Replay:
     """One problem's replay on one system in one mode; :meth:`run` returns its timeline."""
 
-    def __init__(self, trace: ProblemTrace, config: SystemConfig, mode: Mode):
+    def __init__(self, trace: ProblemTrace, config: SystemConfig, mode: ServingMode):
         self.trace = trace
         self.cfg = config
         self.mode = mode

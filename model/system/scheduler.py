@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 
-from heteroreason.model.system.config import Mode, SystemConfig
+from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.contexts import check_contexts
 from heteroreason.model.system.overlapped import PREFETCH_LIMIT_TOKENS, OverlappedReplay
 from heteroreason.model.system.records import (
@@ -43,7 +43,7 @@ __all__ = ["PREFETCH_LIMIT_TOKENS", "RESOURCES", "Interval", "ProblemRun", "Reso
 _EPS = 1e-9
 
 
-def simulate_problem(trace: ProblemTrace, config: SystemConfig, mode: Mode) -> ProblemRun:
+def simulate_problem(trace: ProblemTrace, config: SystemConfig, mode: ServingMode) -> ProblemRun:
     """Replay one problem; raises :class:`ScheduleError` if the mode cannot replay it (a
     backtracking trace in a mode without, a step beyond a model's context) and
     :class:`~heteroreason.model.workload.traces.TraceError` if the trace is not one the loader

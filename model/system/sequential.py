@@ -4,11 +4,11 @@ regeneration and its scoring, and the draft's catch-up."""
 
 from __future__ import annotations
 
-from heteroreason.model.system.config import Mode
+from heteroreason.model.system.config import ServingMode
 from heteroreason.model.system.event_loop import Priority
 from heteroreason.model.system.records import JobKind, Resource
 from heteroreason.model.system.replay import Replay
-from heteroreason.model.workload.traces import Outcome
+from heteroreason.model.workload.traces import StepOutcome
 
 __all__ = ["SequentialReplay"]
 
@@ -29,7 +29,7 @@ class SequentialReplay(Replay):
 
     def verdict(self, j: int) -> None:
         step = self.steps[j]
-        if step.outcome is Outcome.ACCEPT:
+        if step.outcome is StepOutcome.ACCEPT:
             self.commit(step.draft_tokens)
             self.next_step(j)
             return
@@ -39,7 +39,7 @@ class SequentialReplay(Replay):
 
     def target_done(self, j: int) -> None:
         step = self.steps[j]
-        if self.mode is Mode.RSD:
+        if self.mode is ServingMode.RSD:
             self.catch_up(j, step.target_tokens)
             return
         t = step.target_tokens
@@ -48,7 +48,7 @@ class SequentialReplay(Replay):
 
     def target_verdict(self, j: int) -> None:
         step = self.steps[j]
-        if step.outcome is Outcome.RESCUE:
+        if step.outcome is StepOutcome.RESCUE:
             self.catch_up(j, step.target_tokens)
             return
         self.target_kv = min(self.target_kv, self.ctx)

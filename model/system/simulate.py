@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from heteroreason.model.system.config import Mode, SystemConfig, system_config
+from heteroreason.model.system.config import ServingMode, SystemConfig, system_config
 from heteroreason.model.system.metrics import (
     DatasetMetrics,
     MetricsTotals,
@@ -29,14 +29,14 @@ __all__ = ["SimulationResult", "chrome_trace", "simulate", "simulate_file", "tim
 @dataclass(frozen=True)
 class SimulationResult:
     config: SystemConfig
-    mode: Mode
+    mode: ServingMode
     runs: tuple[ProblemRun, ...]
     metrics: tuple[ProblemMetrics, ...]
     summary: DatasetMetrics
 
 
 def simulate(traces: Sequence[ProblemTrace], config: SystemConfig | str,
-             mode: Mode | str, *, keep_runs: bool | int = True) -> SimulationResult:
+             mode: ServingMode | str, *, keep_runs: bool | int = True) -> SimulationResult:
     """Replay every trace; any problem the mode cannot replay stops the whole run (no metric
     is ever computed from a partial replay). ``keep_runs``: keep every problem's timeline and
     metrics (True), none (False: ``runs`` and ``metrics`` are empty) or the first
@@ -45,7 +45,7 @@ def simulate(traces: Sequence[ProblemTrace], config: SystemConfig | str,
     if isinstance(config, str):
         config = system_config(config)
     if isinstance(mode, str):
-        mode = Mode.parse(mode)
+        mode = ServingMode.parse(mode)
     if not traces:
         raise ValueError("no traces to simulate")
     limit = len(traces) if keep_runs is True else int(keep_runs)
@@ -62,7 +62,7 @@ def simulate(traces: Sequence[ProblemTrace], config: SystemConfig | str,
 
 def simulate_file(path: Path | str, *, config: str = "config1", mode: str = "heteroreason",
                   fpga: str | None = None) -> SimulationResult:
-    return simulate(load_traces(path), system_config(config, fpga=fpga), Mode.parse(mode))
+    return simulate(load_traces(path), system_config(config, fpga=fpga), ServingMode.parse(mode))
 
 
 def timeline_json(run: ProblemRun) -> dict:

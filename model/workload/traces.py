@@ -1,4 +1,6 @@
-"""Reasoning traces: one problem per JSON line, the ordered step events of its BRSD run.
+"""Reasoning traces: one problem per JSON line, the ordered step events of its BRSD run. This
+module reads, checks and writes the format; its records are
+:mod:`~heteroreason.model.workload.trace_records`'.
 
 Format (``heteroreason-trace/1``)
 ---------------------------------
@@ -37,25 +39,34 @@ the outcome and the thresholds. Every error names the file, line, field and valu
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 
 from heteroreason.model.files import InputError, loads_json, read_text
+from heteroreason.model.workload.trace_records import (
+    BRSD_POLICY,
+    OUTCOMES,
+    RSD_POLICY,
+    Policy,
+    ProblemTrace,
+    StepEvent,
+    StepOutcome,
+    TraceError,
+)
 
 __all__ = [
     "BRSD_POLICY",
     "MAX_TOKENS",
     "OUTCOMES",
     "RSD_POLICY",
-    "Outcome",
     "Policy",
     "ProblemTrace",
     "StepEvent",
+    "StepOutcome",
     "TraceError",
     "check_trace",
     "dump_traces",
@@ -64,130 +75,6 @@ __all__ = [
     "read_json_lines",
     "trace_to_json",
 ]
-
-class Outcome(str, enum.Enum):
-    """How the PRM judged a step: the draft's step kept; the target's step kept in its place;
-    the target's step failed too, so the chain goes back (and the target regenerates)."""
-
-    ACCEPT = "accept"
-    RESCUE = "rescue"
-    BACKTRACK = "backtrack"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-OUTCOMES = tuple(o.value for o in Outcome)
-
-
-class TraceError(ValueError):
-    """A trace that cannot be read or is inconsistent; says where and why."""
-
-    def __init__(self, where: str, field_name: str | None, reason: str, value=None):
-        self.where = where
-        self.field = field_name
-        self.reason = reason
-        self.value = value
-        location = f"{where}: field '{field_name}'" if field_name else where
-        got = "" if value is None else f" (got {value!r})"
-        super().__init__(f"{location}: {reason}{got}")
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The verification policy a trace was recorded under."""
-
-    accept_threshold: float = 0.7
-    backtrack_threshold: float = 0.7
-    max_backtracks: int = 5
-    max_backtrack_depth: int = 10
-
-
-BRSD_POLICY = Policy()
-RSD_POLICY = Policy(max_backtracks=0, max_backtrack_depth=0)
-
-
-@dataclass(frozen=True)
-class StepEvent:
-    """One step of a problem's run; ``outcome`` is an :class:`Outcome` (its name as a string is
-    taken too)."""
-
-    outcome: Outcome
-    draft_tokens: int
-    target_tokens: int = 0
-    draft_score: float | None = None
-    target_score: float | None = None
-    backtrack_steps: int = 0
-    regenerated_tokens: int = 0
-    prefetch_tokens: int = 0  # accepted steps: the target's step from the same context
-
-    def __post_init__(self):
-        if not isinstance(self.outcome, Outcome):
-            try:
-                object.__setattr__(self, "outcome", Outcome(self.outcome))
-            except ValueError:
-                raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not "
-                                 f"{self.outcome!r}") from None
-
-
-@dataclass(frozen=True)
-class ProblemTrace:
-    dataset: str
-    problem_id: str
-    prompt_tokens: int
-    steps: tuple[StepEvent, ...]
-    correct: bool | None = None
-    policy: Policy = field(default=BRSD_POLICY)
-
-    def accepted_chain(self) -> list[int]:
-        """Token counts of the steps that make up the final answer, in order."""
-        chain: list[int] = []
-        for step in self.steps:
-            _extend(chain, step)
-        return chain
-
-    def step_contexts(self) -> list[int]:
-        """The context each step needs, in tokens: the prompt and the validated chain before it
-        and the step's longest sequence on it — its draft (which the PRM scores with the
-        context), the target's step, or a backtrack's regeneration after the dropped steps."""
-        chain: list[int] = []
-        needs = []
-        for step in self.steps:
-            before = self.prompt_tokens + sum(chain)
-            need = before + max(step.draft_tokens, step.target_tokens)
-            if step.outcome == "backtrack" and step.regenerated_tokens:
-                kept = chain[:len(chain) - step.backtrack_steps]
-                need = max(need, self.prompt_tokens + sum(kept) + step.regenerated_tokens)
-            needs.append(need)
-            _extend(chain, step)
-        return needs
-
-    @property
-    def output_tokens(self) -> int:
-        """Tokens of the final reasoning chain (accepted draft and target tokens)."""
-        return sum(self.accepted_chain())
-
-    @property
-    def generated_tokens(self) -> int:
-        """Every token generated, kept or not (draft, target and regenerated)."""
-        return sum(s.draft_tokens + s.target_tokens + s.regenerated_tokens for s in self.steps)
-
-    @property
-    def backtracks(self) -> int:
-        return sum(s.outcome == "backtrack" for s in self.steps)
-
-
-def _extend(chain: list[int], step: StepEvent) -> None:
-    """``chain`` (the validated steps' token counts) after ``step``."""
-    if step.outcome == "accept":
-        chain.append(step.draft_tokens)
-    elif step.outcome == "rescue":
-        chain.append(step.target_tokens)
-    else:
-        del chain[len(chain) - step.backtrack_steps:]
-        if step.regenerated_tokens:
-            chain.append(step.regenerated_tokens)
-
 
 _TOP_FIELDS = {"format", "dataset", "problem_id", "prompt_tokens", "correct", "policy", "steps"}
 _STEP_FIELDS = {"outcome", "draft_tokens", "target_tokens", "draft_score", "target_score",

@@ -74,5 +74,5 @@ def test_messages_name_the_parameter_the_rule_and_the_value(call, message):
 
 
 def test_the_error_type_is_the_callers():
-    with pytest.raises(TypeError, match="^width must be a positive integer, not 'x'$"):
+    with pytest.raises(TypeError, match=r"^width must be a positive integer, not 'x'$"):
         checks.integer("width", "x", low=1, error=TypeError)

@@ -16,7 +16,7 @@ from heteroreason.model.controller.brsd import (
 )
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, random_weights
-from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.system.scheduler import simulate_problem
 from heteroreason.model.workload.traces import load_traces, parse_trace, trace_to_json
 
@@ -168,7 +168,7 @@ def test_captured_traces_replay_through_the_scheduler(tmp_path, reference_backen
     accepted = [s for t in traces for s in t.steps if s.outcome == "accept"]
     assert accepted and all(1 <= s.prefetch_tokens <= 20 for s in accepted)
     for trace in traces:
-        for mode in (Mode.BASELINE, Mode.T2, Mode.HETEROREASON):
+        for mode in (ServingMode.BASELINE, ServingMode.T2, ServingMode.HETEROREASON):
             run = simulate_problem(trace, system_config("config1"), mode)
             assert run.output_tokens == trace.output_tokens
 

@@ -16,7 +16,7 @@ from heteroreason.model.experiments.break_even import (
     latency_grid_ms,
     with_ingest_scaled,
 )
-from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.workload.bundled import load_bundled
 from heteroreason.model.workload.traces import dump_traces
@@ -39,7 +39,7 @@ def test_the_latency_does_not_fall_as_the_draft_slows(traces):
 def test_the_break_even_is_where_the_latencies_meet(traces):
     """The definition, checked from outside: no slower at the break-even, slower a tolerance
     beyond it."""
-    target = simulate(traces, CONFIG, Mode.T2, keep_runs=False).summary.latency_s
+    target = simulate(traces, CONFIG, ServingMode.T2, keep_runs=False).summary.latency_s
     found = break_even(traces, CONFIG, "t2", dataset="math500", tolerance_ms=0.01)
     assert found.crossing is Crossing.FOUND and found.against_latency_s == target
     assert heteroreason_latency_s(traces, CONFIG, found.ms_per_token) <= target
@@ -132,7 +132,7 @@ def test_a_cheaper_ingest_never_slows_heteroreason(traces):
         latencies = [r.latency_s for r in rows]
         assert latencies == sorted(latencies, reverse=True)
         assert rows[0].change_pct == 0.0 and rows[-1].change_pct < 0
-        base = simulate(traces[:4], config, Mode.HETEROREASON, keep_runs=False).summary
+        base = simulate(traces[:4], config, ServingMode.HETEROREASON, keep_runs=False).summary
         assert rows[0].latency_s == base.latency_s
     fpga = with_ingest_scaled(CONFIG, 0.25).fpga
     assert CONFIG.fpga.ingest_ms_per_token is None

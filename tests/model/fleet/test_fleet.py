@@ -27,22 +27,22 @@ from heteroreason.model.fleet.workload import (
     load_arrival_trace,
     sample_workload,
 )
-from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.system.records import JobKind
 from heteroreason.model.system.scheduler import simulate_problem
 from heteroreason.model.timing.device_timing import timing
 from heteroreason.model.workload.bundled import load_bundled
-from heteroreason.model.workload.traces import Outcome
+from heteroreason.model.workload.traces import StepOutcome
 
 SEED = 20261202
 
 
-def _traces(dataset: str, mode: Mode):
+def _traces(dataset: str, mode: ServingMode):
     return [t for t in load_bundled(dataset) if mode.backtracking or not t.backtracks]
 
 
 @pytest.mark.parametrize("config", ["config1", "config2"])
-@pytest.mark.parametrize("mode", list(Mode))
+@pytest.mark.parametrize("mode", list(ServingMode))
 def test_vanishing_load_reproduces_the_batch1_scheduler(config, mode):
     cfg = system_config(config)
     traces = _traces("math500", mode)[:40]
@@ -55,7 +55,7 @@ def test_vanishing_load_reproduces_the_batch1_scheduler(config, mode):
         assert p.output_tokens == batch1.output_tokens
 
 
-def _loaded_run(mode=Mode.HETEROREASON, pools=(3, 2, 2), rate=0.3, n=300, seed=SEED,
+def _loaded_run(mode=ServingMode.HETEROREASON, pools=(3, 2, 2), rate=0.3, n=300, seed=SEED,
                 keep_timelines=0, **kw):
     wl = Workload.single("math500", _traces("math500", mode))
     problems, times = sample_workload(wl, Arrivals.poisson(rate), n, seed)
@@ -65,7 +65,7 @@ def _loaded_run(mode=Mode.HETEROREASON, pools=(3, 2, 2), rate=0.3, n=300, seed=S
     return run, problems
 
 
-@pytest.mark.parametrize("mode", [Mode.HETEROREASON, Mode.T2, Mode.BASELINE])
+@pytest.mark.parametrize("mode", [ServingMode.HETEROREASON, ServingMode.T2, ServingMode.BASELINE])
 def test_under_load_every_token_is_accounted_for_and_queues_obey_littles_law(mode):
     run, problems = _loaded_run(mode)  # check=True: each problem's timeline invariants
     assert len(run.problems) == len(problems)
@@ -85,7 +85,7 @@ def test_under_load_every_token_is_accounted_for_and_queues_obey_littles_law(mod
         assert total == pytest.approx(recorded, rel=1e-9, abs=1e-6)
 
 
-@pytest.mark.parametrize("mode", [Mode.HETEROREASON, Mode.T2])
+@pytest.mark.parametrize("mode", [ServingMode.HETEROREASON, ServingMode.T2])
 def test_no_device_is_double_booked(mode):
     wl = Workload.single("math500", _traces("math500", mode))
     problems, times = sample_workload(wl, Arrivals.poisson(0.4), 200, SEED)
@@ -116,7 +116,7 @@ def test_a_prefetch_cap_still_serves_every_problem(cap):
         ran = [(tl.trace, iv) for tl in run.timelines for iv in tl.intervals
                if iv.kind is JobKind.PREFETCH and iv.end_ms > iv.start_ms]
         assert ran, "no target step ran"
-        assert all(trace.steps[iv.step].outcome is not Outcome.ACCEPT for trace, iv in ran), \
+        assert all(trace.steps[iv.step].outcome is not StepOutcome.ACCEPT for trace, iv in ran), \
             f"seed {SEED}"
 
 
@@ -259,7 +259,7 @@ def test_arrival_trace_file(tmp_path):
 ])
 def test_bad_pools(kwargs, match):
     with pytest.raises(FleetError, match=match):
-        FleetSpec(system_config("config1"), Mode.HETEROREASON, **kwargs)
+        FleetSpec(system_config("config1"), ServingMode.HETEROREASON, **kwargs)
 
 
 @pytest.mark.parametrize("rate", [0, -1.0, float("nan"), float("inf")])
@@ -269,8 +269,8 @@ def test_bad_rates(rate):
 
 
 def test_kv_capacity_that_cannot_hold_one_problem():
-    traces = _traces("math500", Mode.T2)[:3]
-    spec = FleetSpec(system_config("config1"), Mode.T2, memory_utilization=0.5925)
+    traces = _traces("math500", ServingMode.T2)[:3]
+    spec = FleetSpec(system_config("config1"), ServingMode.T2, memory_utilization=0.5925)
     with pytest.raises(FleetError, match="cannot hold one problem"):
         simulate_fleet(spec, traces, [0.0, 1.0, 2.0])
 
@@ -312,22 +312,23 @@ def test_percentile_is_nearest_rank():
     assert percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
 
 
-@pytest.mark.parametrize("mode", [Mode.BASELINE, Mode.HETEROREASON])
+@pytest.mark.parametrize("mode", [ServingMode.BASELINE, ServingMode.HETEROREASON])
 def test_step_contexts_are_what_the_prm_calls_hold(monkeypatch, mode):
-    from heteroreason.model.fleet import devices
+    from heteroreason.model.fleet import batched_gpu
     seen = {}
-    submit = devices.BatchedGpu.submit
+    submit = batched_gpu.BatchedGpu.submit
 
     def spy(self, item, work):
         submit(self, item, work)  # shapes the item
         if self.pool == "prm":
             seen[item.owner.index] = max(seen.get(item.owner.index, 0), item.kv_tokens)
 
-    monkeypatch.setattr(devices.BatchedGpu, "submit", spy)
+    monkeypatch.setattr(batched_gpu.BatchedGpu, "submit", spy)
     traces = _traces("olympiadbench", mode)[:30]
     simulate_fleet(FleetSpec(system_config("config1"), mode), traces,
                    [k * 1e7 for k in range(len(traces))])
     for k, trace in enumerate(traces):
         peak = max(trace.step_contexts())
         # sequential modes score exactly the trace's steps; overlapped ones also speculate
-        assert peak == seen[k] if mode is Mode.BASELINE else peak <= seen[k], trace.problem_id
+        assert peak == seen[k] if mode is ServingMode.BASELINE else peak <= seen[k], \
+            trace.problem_id

@@ -44,7 +44,8 @@ def test_capacity_carries_the_record_of_its_rate():
 def test_min_span_sets_the_problem_count():
     assert FleetPoint(problems=50, rate_per_s=0.5).problem_count == 50
     assert FleetPoint(problems=50, rate_per_s=0.5, min_span_s=300.0).problem_count == 150
-    with pytest.raises(FleetError, match=r"min_span_s must be a finite positive number \(seconds, or None\)"):
+    with pytest.raises(FleetError, match=r"min_span_s must be a finite positive number "
+                                         r"\(seconds, or None\)"):
         FleetPoint(min_span_s=0.0)
 
 
@@ -102,13 +103,13 @@ def test_a_fleet_of_empty_chains_has_defined_metrics():
 
     from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
     from heteroreason.model.fleet.metrics import fleet_metrics
-    from heteroreason.model.system.config import Mode, system_config
+    from heteroreason.model.system.config import ServingMode, system_config
     from heteroreason.model.workload.traces import ProblemTrace, StepEvent
 
     # an accepted step, then a backtrack over it that regenerates nothing: the chain ends empty
     empty = ProblemTrace("hand", "e", 100, (StepEvent("accept", 10), StepEvent(
         "backtrack", 5, 6, backtrack_steps=1, regenerated_tokens=0)))
-    run = simulate_fleet(FleetSpec(system_config("config1"), Mode.HETEROREASON), [empty] * 3,
+    run = simulate_fleet(FleetSpec(system_config("config1"), ServingMode.HETEROREASON), [empty] * 3,
                          [0.0, 1.0, 2.0])
     m = fleet_metrics(run, slo_ms=1e6)
     assert m.output_tokens_per_s == 0 and m.energy_j_per_output_token is None

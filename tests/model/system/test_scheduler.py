@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from heteroreason.model.system.config import Mode, system_config
+from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.system.scheduler import ScheduleError, check_timeline, simulate_problem
 from heteroreason.model.system.simulate import chrome_trace, simulate, timeline_json
 from heteroreason.model.workload.trace_synth import PROFILES, generate_traces
@@ -20,7 +20,7 @@ def trace(*steps, prompt=100, policy=None):
 
 def test_sequential_baseline_latency_by_hand():
     tr = trace(StepEvent("accept", 10), StepEvent("rescue", 8, 5))
-    run = simulate_problem(tr, CFG, Mode.BASELINE)
+    run = simulate_problem(tr, CFG, ServingMode.BASELINE)
     d, p, t, link = CFG.draft_gpu, CFG.prm, CFG.target, CFG.link
     expected = (d.prefill_ms(100)                                   # draft prompt prefill
                 + d.decode_ms(10, 100) + link.tokens_ms(10) + p.prefill_ms(110)
@@ -33,8 +33,8 @@ def test_sequential_baseline_latency_by_hand():
 
 def test_rsd_skips_scoring_the_target_step():
     tr = trace(StepEvent("accept", 10), StepEvent("rescue", 8, 5))
-    base = simulate_problem(tr, CFG, Mode.BASELINE)
-    rsd = simulate_problem(tr, CFG, Mode.RSD)
+    base = simulate_problem(tr, CFG, ServingMode.BASELINE)
+    rsd = simulate_problem(tr, CFG, ServingMode.RSD)
     assert base.latency_ms - rsd.latency_ms == pytest.approx(CFG.prm.prefill_ms(115))
 
 
@@ -42,16 +42,16 @@ def test_backtrack_in_the_sequential_baseline():
     tr = trace(StepEvent("accept", 10), StepEvent("accept", 20),
                StepEvent("backtrack", 7, 6, backtrack_steps=1, regenerated_tokens=9),
                StepEvent("accept", 4))
-    run = simulate_problem(tr, CFG, Mode.BASELINE)
+    run = simulate_problem(tr, CFG, ServingMode.BASELINE)
     assert run.output_tokens == 10 + 9 + 4
     kinds = [iv.kind for iv in run.intervals if iv.resource == "target"]
     assert kinds == ["generate", "regenerate"]
 
 
-@pytest.mark.parametrize("mode", list(Mode))
+@pytest.mark.parametrize("mode", list(ServingMode))
 @pytest.mark.parametrize("name", list(PROFILES))
 def test_invariants_hold_on_synthetic_traces(mode, name):
-    policy = RSD_POLICY if mode is Mode.RSD else None
+    policy = RSD_POLICY if mode is ServingMode.RSD else None
     kwargs = {"policy": policy} if policy else {}
     traces = generate_traces(PROFILES[name], seed=9, problems=60, **kwargs)
     result = simulate(traces, CFG, mode)
@@ -66,21 +66,22 @@ def test_overlap_never_slower_than_baseline_without_rejections(config, lengths):
     tr = trace(*(StepEvent("accept", n) for n in lengths))
     for cfg in (system_config(config),
                 system_config(config).with_fpga(system_config(config).draft_gpu)):
-        base = simulate_problem(tr, cfg, Mode.BASELINE).latency_ms
-        assert simulate_problem(tr, cfg, Mode.T2).latency_ms <= base + 1e-9
+        base = simulate_problem(tr, cfg, ServingMode.BASELINE).latency_ms
+        assert simulate_problem(tr, cfg, ServingMode.T2).latency_ms <= base + 1e-9
         if cfg.fpga.decode_ms(sum(lengths), 100) > cfg.draft_gpu.decode_ms(sum(lengths), 100):
             continue  # an FPGA slower than the GPU draft can lose; T1 promises nothing then
         # the FPGA starts after the GPU's prompt prefill, the KV migration and the first token
         startup = (cfg.link.kv_migration_ms(cfg.draft_model, 100)
                    + cfg.fpga.ingest_ms(1, 100))
-        assert simulate_problem(tr, cfg, Mode.HETEROREASON).latency_ms <= base + startup + 1e-9
+        latency_ms = simulate_problem(tr, cfg, ServingMode.HETEROREASON).latency_ms
+        assert latency_ms <= base + startup + 1e-9
 
 
 def test_step_ahead_stalls_when_verification_is_slow():
     slow_prm = CFG.prm.with_(prefill_call_ms=500.0)
     cfg = CFG.__class__(**{**CFG.__dict__, "prm": slow_prm})
     tr = trace(*(StepEvent("accept", 5) for _ in range(6)))
-    run = simulate_problem(tr, cfg, Mode.T2)
+    run = simulate_problem(tr, cfg, ServingMode.T2)
     stalls = [iv for iv in run.intervals if iv.kind == "stall"]
     assert run.stalled_steps == len(stalls) >= 4
     assert all(iv.resource == "draft" and iv.duration_ms > 0 for iv in stalls)
@@ -88,7 +89,7 @@ def test_step_ahead_stalls_when_verification_is_slow():
 
 def test_reject_squashes_the_step_ahead_draft():
     tr = trace(StepEvent("accept", 40), StepEvent("rescue", 40, 30), StepEvent("accept", 40))
-    run = simulate_problem(tr, CFG, Mode.HETEROREASON)
+    run = simulate_problem(tr, CFG, ServingMode.HETEROREASON)
     wasted = [iv for iv in run.intervals if iv.wasted and iv.resource == "draft"]
     assert wasted and all(iv.kind in ("draft", "ingest") for iv in wasted)
     ingests = [iv for iv in run.intervals if iv.kind == "ingest" and not iv.wasted]
@@ -100,7 +101,7 @@ def test_cached_prefetch_is_reused_by_a_backtrack():
     tr = trace(StepEvent("accept", 60), StepEvent("accept", 60),
                StepEvent("backtrack", 10, 10, backtrack_steps=1, regenerated_tokens=20),
                StepEvent("accept", 5))
-    run = simulate_problem(tr, CFG, Mode.T2)
+    run = simulate_problem(tr, CFG, ServingMode.T2)
     assert run.cached_tokens_reused > 0
 
 
@@ -110,7 +111,7 @@ def test_recorded_prefetch_lengths_bound_the_prefetch_and_the_cache():
                    StepEvent("accept", 60, prefetch_tokens=prefetch),
                    StepEvent("backtrack", 10, 10, backtrack_steps=1, regenerated_tokens=20),
                    StepEvent("accept", 5))
-        return simulate_problem(tr, CFG, Mode.T2)
+        return simulate_problem(tr, CFG, ServingMode.T2)
     unknown, short = run(0), run(12)
     prefetches = [iv for iv in short.intervals if iv.kind == "prefetch"]
     assert prefetches and all(iv.tokens <= 12 for iv in prefetches if iv.step < 2)
@@ -118,7 +119,7 @@ def test_recorded_prefetch_lengths_bound_the_prefetch_and_the_cache():
     assert 0 < short.cached_tokens_reused <= 12 < unknown.cached_tokens_reused
 
 
-@pytest.mark.parametrize("mode", [Mode.BASELINE, Mode.T2, Mode.HETEROREASON])
+@pytest.mark.parametrize("mode", [ServingMode.BASELINE, ServingMode.T2, ServingMode.HETEROREASON])
 def test_a_backtrack_of_no_steps_drops_the_failed_step_alone(mode):
     """``backtrack_steps`` 0 (a token log's backtrack to the step before the failed one): the
     chain keeps every accepted step; drafting resumes at the failed step's position."""
@@ -136,7 +137,7 @@ def test_bad_input():
     bt = trace(StepEvent("accept", 3), StepEvent("backtrack", 1, 1, backtrack_steps=1))
     with pytest.raises(ScheduleError, match=r"^problem 0 \(toy\) has 1 backtrack\(s\): mode rsd "
                                             r"replays traces without backtracking$"):
-        simulate_problem(bt, CFG, Mode.RSD)
+        simulate_problem(bt, CFG, ServingMode.RSD)
     with pytest.raises(ValueError, match=r"^unknown mode 'fast'; choose one of rsd, baseline, t2, "
                                          r"heteroreason$"):
         simulate([bt], CFG, "fast")
@@ -153,7 +154,7 @@ def test_bad_input():
 
 def test_timeline_exports():
     tr = trace(StepEvent("accept", 10), StepEvent("rescue", 8, 5))
-    run = simulate_problem(tr, CFG, Mode.HETEROREASON)
+    run = simulate_problem(tr, CFG, ServingMode.HETEROREASON)
     doc = json.loads(json.dumps(timeline_json(run)))
     assert doc["mode"] == "heteroreason" and len(doc["intervals"]) == len(run.intervals)
     chrome = chrome_trace(run)
@@ -168,7 +169,7 @@ def test_a_chain_that_ends_empty_replays_with_defined_metrics():
     whose final chain is empty."""
     tr = trace(StepEvent("accept", 10), StepEvent("backtrack", 6, 4, backtrack_steps=1))
     assert tr.output_tokens == 0
-    for mode in (Mode.BASELINE, Mode.T2, Mode.HETEROREASON):
+    for mode in (ServingMode.BASELINE, ServingMode.T2, ServingMode.HETEROREASON):
         result = simulate([tr], CFG, mode)
         s = result.summary
         assert result.runs[0].output_tokens == 0 and s.goodput_tokens_s == 0.0
@@ -187,7 +188,7 @@ def test_a_chain_that_ends_empty_replays_with_defined_metrics():
 ])
 def test_hand_built_traces_are_checked_like_loaded_ones(step, message):
     with pytest.raises(TraceError, match=message):
-        simulate_problem(trace(StepEvent("accept", 5), step), CFG, Mode.T2)
+        simulate_problem(trace(StepEvent("accept", 5), step), CFG, ServingMode.T2)
 
 
 def test_a_replay_without_timelines_keeps_no_per_problem_records_and_the_same_summary():

@@ -304,7 +304,8 @@ def test_a_batch_is_checked():
                                              rf"{re.escape(repr(bad))}$"):
             timing.batch_cycles(0, bad)
     last = SMALL.max_context - 4
-    with pytest.raises(ValueError, match=rf"^position must be an integer in \[0, {last:,}\] \(the "
-                                         rf"model's context less the batch of 4\), not {last + 1}$"):
+    with pytest.raises(ValueError, match=rf"^position must be an integer in \[0, {last:,}\] "
+                                         rf"\(the model's context less the batch of 4\), "
+                                         rf"not {last + 1}$"):
         timing.batch_cycles(last + 1, 4)
     assert timing.batch_cycles(last, 4) > 0
