@@ -46,7 +46,8 @@ def paper_u280_ms(context: int) -> float:
     return timing(PAPER_U280).token_ms(context)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-0.5b", choices=sorted(PRESETS))
     parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
@@ -58,22 +59,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="tokens a pass of the modelled batched ingest (default 4)")
     parser.add_argument("--out", type=Path, default=Path("build/predict_fpga.png"),
                         help="the plot, a .png file (default build/predict_fpga.png)")
-    args = parser.parse_args(argv)
-    if args.out.suffix != ".png" or args.out.is_dir():
-        parser.error(f"--out must name a .png file, not {str(args.out)!r}")
-    if args.ingest_step < 1:
-        parser.error(f"--ingest-step must be a positive integer, not {args.ingest_step}")
-    if args.ingest_batch < 1:
-        parser.error(f"--ingest-batch must be a positive integer, not {args.ingest_batch}")
-    config = qwen2_config(args.model)
-    bad = [c for c in args.contexts if not 0 <= c < config.max_context]
-    if bad:
-        parser.error(f"--contexts must be in [0, {config.max_context}), not {bad[0]}")
-    try:
-        designs = {b: design_for(config, b) for b in args.boards}
-    except CalibrationError as exc:
-        print(f"predict_fpga: error: {exc}", file=sys.stderr)
-        return 2
+    return parser
+
+
+def _print_designs(config, designs: dict) -> None:
+    """Each board's chosen design and its resources."""
     rows = []
     for b, params in designs.items():
         board = BOARDS[b]
@@ -88,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(["board", "MHz", "MACs/cycle", "rows/beat", "stream B/cycle", "heads ||",
                         "vector width", "gains/beat", "weight buffer", "LUT", "DSP", "BRAM18K",
                         "fits"], rows))
+
+
+def _print_memory(config, designs: dict) -> None:
+    """Each board's HBM: its roofline, the port plan and the weight stream's ceiling."""
     print("HBM (model/timing/fpga/hbm.py): the roofline below is what every port together "
           "sustains at the board's clock")
     for b, params in designs.items():
@@ -109,10 +103,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{ceiling / 1e9:.0f} GB/s ({ceiling / board.clock_hz:.0f} B/cycle), the weights "
               f"alone {1e3 * weights / ceiling:.3f} ms/token ({ceiling / weights:.0f} tok/s)")
         print(f"    source: {hbm.source}; efficiency: {hbm.efficiency_source}")
+
+
+def _print_speeds(config, boards: list[str], contexts: list[int]) -> None:
+    """ms/token of each board and the edge GPU by context, against the roofline and the paper."""
     rows = []
-    for b in args.boards:
+    for b in boards:
         board = BOARDS[b]
-        for context in args.contexts:
+        for context in contexts:
             ms = draft_ms_per_token(config, board, context)
             counts = config.decode_counts(context)
             roof = 1000.0 * (counts.weight_bytes + counts.kv_bytes_read +
@@ -120,21 +118,24 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([b, context, f"{ms:.3f}", f"{1000 / ms:.0f}", f"{roof:.3f}",
                          f"{100 * roof / ms:.0f}", f"{paper_u280_ms(context):.3f}",
                          f"{paper_u280_ms(context) / ms:.2f}"])
-    for context in args.contexts:
+    for context in contexts:
         ms = edge_gpu_ms_per_token(config, "jetson-orin-nano", context)
         rows.append(["jetson-orin-nano", context, f"{ms:.3f}", f"{1000 / ms:.0f}", "-", "-",
                      f"{paper_u280_ms(context):.3f}", f"{paper_u280_ms(context) / ms:.2f}"])
     print(format_table(["device", "context", "ms/token", "tok/s", "roofline ms",
                         "% of roofline", "paper U280 ms", "speed-up vs paper"], rows))
-    print(f"shadow synchronisation: a refined step of {args.ingest_step} tokens ingested token "
-          f"by token (each a pass over the weights, no LM head) against {args.ingest_step} "
+
+
+def _print_ingests(config, designs: dict, contexts: list[int], step: int, batch: int) -> None:
+    """A refined step's shadow ingest, token by token and batched, against as many decodes."""
+    print(f"shadow synchronisation: a refined step of {step} tokens ingested token "
+          f"by token (each a pass over the weights, no LM head) against {step} "
           f"decode tokens, from the context given:")
     rows = []
-    batch = args.ingest_batch
-    for b in args.boards:
+    for b in list(designs):
         board = BOARDS[b]
-        for context in args.contexts:
-            span = range(context, min(context + args.ingest_step, config.max_context))
+        for context in contexts:
+            span = range(context, min(context + step, config.max_context))
             ingest = sum(draft_ms_per_token(config, board, c, keep_logits=False) for c in span)
             decode = sum(draft_ms_per_token(config, board, c) for c in span)
             batched = batched_ingest_ms(config, board, context, len(span), batch=batch)
@@ -151,9 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    {b}: LUT {need.lut:,}/{have.lut:,}, FF {need.ff:,}/{have.ff:,}, DSP "
               f"{need.dsp:,}/{have.dsp:,}, BRAM18K {need.bram18k:,}/{have.bram18k:,}: "
               f"{'fits' if need.fits(have) else 'does NOT fit'}")
+
+
+def _print_clocks(boards: list[str]) -> None:
+    """What backs each board's clock."""
     print("clock basis (UltraScale+ -2 logic levels of the units at the U280 design's widths, "
           "model/timing/fpga/data/timing_evidence.json):")
-    for b in args.boards:
+    for b in boards:
         try:
             print(f"  {b}: {clock_basis(BOARDS[b].clock_hz).summary()}")
         except InputError as exc:
@@ -163,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"  ECP5: no evidence ({exc})")
 
+
+def _plot(config, boards: list[str], out: Path) -> None:
+    """ms/token by context of every board, the paper's U280 and the edge GPU."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -170,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
     grid = list(range(0, min(4096, config.max_context), 128))
     fig, ax = plt.subplots(figsize=(7, 4))
-    for b in args.boards:
+    for b in boards:
         ax.plot(grid, [draft_ms_per_token(config, b, c) for c in grid], label=f"{b} (RTL model)")
     ax.plot(grid, [paper_u280_ms(c) for c in grid], "k--", label="paper: U280 300 MHz")
     ax.plot(grid, [edge_gpu_ms_per_token(config, "jetson-orin-nano", c) for c in grid], ":",
@@ -180,12 +188,37 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_title(f"{config.name} W8A8 draft decode")
     ax.grid(alpha=0.3)
     ax.legend()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
-    return 0
+    fig.savefig(out, dpi=120)
+    print(f"wrote {out}")
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.out.suffix != ".png" or args.out.is_dir():
+        parser.error(f"--out must name a .png file, not {str(args.out)!r}")
+    if args.ingest_step < 1:
+        parser.error(f"--ingest-step must be a positive integer, not {args.ingest_step}")
+    if args.ingest_batch < 1:
+        parser.error(f"--ingest-batch must be a positive integer, not {args.ingest_batch}")
+    config = qwen2_config(args.model)
+    bad = [c for c in args.contexts if not 0 <= c < config.max_context]
+    if bad:
+        parser.error(f"--contexts must be in [0, {config.max_context}), not {bad[0]}")
+    try:
+        designs = {b: design_for(config, b) for b in args.boards}
+    except CalibrationError as exc:
+        print(f"predict_fpga: error: {exc}", file=sys.stderr)
+        return 2
+    _print_designs(config, designs)
+    _print_memory(config, designs)
+    _print_speeds(config, args.boards, args.contexts)
+    _print_ingests(config, designs, args.contexts, args.ingest_step, args.ingest_batch)
+    _print_clocks(args.boards)
+    _plot(config, args.boards, args.out)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

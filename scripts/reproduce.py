@@ -43,6 +43,24 @@ from heteroreason.model.workload.bundled import BUNDLED_PROBLEMS, BUNDLED_SEED
 from heteroreason.model.workload.traces import TraceError
 
 
+def _plots(rows, results, config: str, out: Path) -> list[Path]:
+    """The ablation, the breakdown, and the Gantt chart and Chrome trace of one problem of the
+    first configuration's first dataset (one that backtracks, in few steps, if any)."""
+    written = [plot_ablation(rows, out / "ablation.png"),
+               plot_breakdown(rows, out / "breakdown.png")]
+    dataset = rows[0].dataset
+    base = results[(config, dataset, True, "baseline")]
+    pick = next((i for i, r in enumerate(base.runs)
+                 if r.trace.backtracks and len(r.trace.steps) <= 14),
+                next((i for i, r in enumerate(base.runs)
+                      if any(s.outcome != "accept" for s in r.trace.steps)), 0))
+    runs = [results[(config, dataset, True, m)].runs[pick]
+            for m in ("baseline", "t2", "heteroreason")]
+    written.append(plot_gantt(runs, out / "gantt.png"))
+    written.append(write_json(chrome_trace(runs[-1]), out / "gantt.trace.json"))
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_trace_set_options(parser, fpga_help="FPGA draft model (default: the artifact "
@@ -106,18 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     csv_path, json_path = write_rows(rows, args.out)
     written = [csv_path, json_path, write_sources(configs, args.out)]
     if not args.no_plots:
-        written.append(plot_ablation(rows, args.out / "ablation.png"))
-        written.append(plot_breakdown(rows, args.out / "breakdown.png"))
-        config, dataset = args.configs[0], rows[0].dataset
-        base = results[(config, dataset, True, "baseline")]
-        pick = next((i for i, r in enumerate(base.runs)
-                     if r.trace.backtracks and len(r.trace.steps) <= 14),
-                    next((i for i, r in enumerate(base.runs)
-                          if any(s.outcome != "accept" for s in r.trace.steps)), 0))
-        runs = [results[(config, dataset, True, m)].runs[pick]
-                for m in ("baseline", "t2", "heteroreason")]
-        written.append(plot_gantt(runs, args.out / "gantt.png"))
-        written.append(write_json(chrome_trace(runs[-1]), args.out / "gantt.trace.json"))
+        written += _plots(rows, results, args.configs[0], args.out)
     if args.break_even:
         print(f"break-even of the FPGA draft ({args.fpga} model, decode ms/token varied): "
               f"heteroreason's latency equals the mode's")

