@@ -1,8 +1,8 @@
 """The argument rules, one definition each: an integer in a range, a power of two, a finite
-number in a range, a flag. Every check returns the value it accepted and raises ``error``
-(``ValueError`` unless the caller names another: the Amaranth components raise ``TypeError``
-for a parameter of the wrong kind, as Amaranth's own library does) with a message that names
-the parameter, the allowed values and the value given::
+number in a range, a flag, a member of an enumeration. Every check returns the value it
+accepted and raises ``error`` (``ValueError`` unless the caller names another: the Amaranth
+components raise ``TypeError`` for a parameter of the wrong kind, as Amaranth's own library
+does) with a message that names the parameter, the allowed values and the value given::
 
     lanes must be a positive integer, not 0
     ports must be an integer in [1, 8] (the beat's bytes), not 9
@@ -15,10 +15,14 @@ imports nothing of the project, and every floor above may use it."""
 
 from __future__ import annotations
 
+import enum
 import math
 from numbers import Real
+from typing import TypeVar
 
-__all__ = ["flag", "integer", "number", "power_of_two"]
+__all__ = ["flag", "integer", "member", "number", "power_of_two"]
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 def _fail(error: type[Exception], name: str, rule: str, value, note: str | None):
@@ -101,6 +105,16 @@ def number(name: str, value, *, low: float | None = None, high: float | None = N
             or (high is not None and (x > high or (high_open and x == high))):
         _fail(error, name, rule, value, note)
     return x
+
+
+def member(kind: type[E], value, *, what: str, error: type[Exception] = ValueError) -> E:
+    """The member of the enumeration ``kind`` whose value is ``value``; the message lists the
+    values (``unknown mode 'x'; choose one of a, b``)."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise error(f"unknown {what} {value!r}; choose one of "
+                    f"{', '.join(str(m.value) for m in kind)}") from None
 
 
 def flag(name: str, value, *, error: type[Exception] = ValueError) -> bool:

@@ -56,6 +56,7 @@ __all__ = [
     "RewardHeadScorer",
     "Scorer",
     "common_prefix",
+    "reusable_prefix",
     "run_problem",
     "run_problems",
 ]
@@ -88,6 +89,17 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def reusable_prefix(model, context: Sequence[int], max_tokens: int) -> int:
+    """The tokens of ``context`` whose KV ``model`` (a decoder-backed model with ``name``,
+    ``max_context`` and ``_cached``, the tokens its KV holds) keeps for a step of up to
+    ``max_tokens``: the common prefix, less the last context token (its logits are needed, so
+    it is always processed again). Raises :class:`ControllerError` when the step cannot fit."""
+    if len(context) + max_tokens > model.max_context:
+        raise ControllerError(f"{model.name}: context of {len(context)} tokens plus a step of "
+                              f"up to {max_tokens} exceeds its maximum of {model.max_context}")
+    return min(common_prefix(model._cached, context), len(context) - 1)
 
 
 @dataclass(frozen=True)
@@ -141,12 +153,7 @@ class ReferenceGenerator:
         self._cached: list[int] = []  # the tokens whose KV the decoder holds
 
     def generate_step(self, context, *, max_tokens, stop):
-        if len(context) + max_tokens > self.max_context:
-            raise ControllerError(f"{self.name}: context of {len(context)} tokens plus a step of "
-                                  f"up to {max_tokens} exceeds its maximum of "
-                                  f"{self.max_context}")
-        # the last context token's logits are needed, so it is always processed again
-        common = min(common_prefix(self._cached, context), len(context) - 1)
+        common = reusable_prefix(self, context, max_tokens)
         self.decoder.rollback(common)
         logits = self.decoder.prefill(list(context[common:]))[-1]
         self._cached = list(context)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from heteroreason.model.controller.brsd import ControllerError, common_prefix
+from heteroreason.model.controller.brsd import ControllerError, reusable_prefix
 
 __all__ = ["HFGenerator", "HFSequenceScorer"]
 
@@ -47,11 +47,7 @@ class HFGenerator:
     def generate_step(self, context, *, max_tokens, stop):
         import torch
 
-        if len(context) + max_tokens > self.max_context:
-            raise ControllerError(f"{self.name}: context of {len(context)} tokens plus a step of "
-                                  f"up to {max_tokens} exceeds its maximum of "
-                                  f"{self.max_context}")
-        common = min(common_prefix(self._cached, context), len(context) - 1)
+        common = reusable_prefix(self, context, max_tokens)
         past = self._past
         if past is not None and common > 0:
             excess = past.get_seq_length() - common

@@ -63,6 +63,9 @@ class ArtifactEvent:
 
 @dataclass(frozen=True)
 class ArtifactProblem:
+    """One problem of the artifact's execution traces: its set, its id, its prompt's tokens and
+    its events in order."""
+
     dataset: str
     problem_id: str
     prompt_tokens: int

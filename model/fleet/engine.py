@@ -58,11 +58,7 @@ class Routing(str, enum.Enum):
 
     @classmethod
     def parse(cls, name: str) -> Routing:
-        try:
-            return cls(name)
-        except ValueError:
-            raise FleetError(f"unknown routing {name!r}; choose one of "
-                             f"{', '.join(r.value for r in cls)}") from None
+        return checks.member(cls, name, what="routing", error=FleetError)
 
 
 def fpga_slots(board: str, draft_model: str, max_context_tokens: int) -> int:

@@ -6,6 +6,7 @@ import enum
 import functools
 from dataclasses import dataclass, replace
 
+from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming, timing
 from heteroreason.model.timing.energy import DevicePower, power
@@ -33,11 +34,7 @@ class ServingMode(enum.Enum):
 
     @classmethod
     def parse(cls, name: str) -> ServingMode:
-        try:
-            return cls(name)
-        except ValueError:
-            raise ValueError(f"unknown mode {name!r}; choose one of "
-                             f"{', '.join(m.value for m in cls)}") from None
+        return checks.member(cls, name, what="mode")
 
     @property
     def overlapped(self) -> bool:

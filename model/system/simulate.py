@@ -28,6 +28,9 @@ __all__ = ["SimulationResult", "chrome_trace", "simulate", "simulate_file", "tim
 
 @dataclass(frozen=True)
 class SimulationResult:
+    """A trace set replayed on one system in one mode: every problem's run and metrics, and the
+    set's summary."""
+
     config: SystemConfig
     mode: ServingMode
     runs: tuple[ProblemRun, ...]

@@ -23,6 +23,8 @@ __all__ = ["DEVICE_POWER", "DevicePower", "device_energy_j", "power"]
 
 @dataclass(frozen=True)
 class DevicePower:
+    """A device's power: busy (``active_w``) and idle (``idle_w``), in watts, with its source."""
+
     name: str
     active_w: float
     idle_w: float

@@ -18,6 +18,9 @@ BYTES_PER_TOKEN_ID = 4
 
 @dataclass(frozen=True)
 class LinkConfig:
+    """A host link: its sustained bandwidth in bytes a second and its latency a transfer in ms,
+    with their source."""
+
     name: str
     bandwidth_bytes_per_s: float
     latency_ms: float

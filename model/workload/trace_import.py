@@ -58,6 +58,18 @@ def read_count(obj: dict, key: str, where: str, *, default: int | None = None) -
     return value
 
 
+def _objects(obj: dict, key: str, where: str, what: str):
+    """``(where, item)`` of each object of the non-empty list ``obj[key]``."""
+    items = obj.get(key)
+    if not isinstance(items, list) or not items:
+        raise TraceError(where, key, "must be a non-empty list", items)
+    for i, item in enumerate(items):
+        item_where = f"{where}: {key}[{i}]"
+        if not isinstance(item, dict):
+            raise TraceError(item_where, None, f"{what} must be an object", item)
+        yield item_where, item
+
+
 def _validated(trace: ProblemTrace, where: str) -> ProblemTrace:
     # the imported trace must satisfy every rule a hand-written one does
     return parse_trace(trace_to_json(trace), where)
@@ -77,14 +89,8 @@ def import_artifact_problem(obj, *, dataset: str, where: str,
     else:
         raise TraceError(where, "prompt_tokens",
                          "is missing (no_bt traces): give the prompt length explicitly")
-    events = obj.get("execution_trace")
-    if not isinstance(events, list) or not events:
-        raise TraceError(where, "execution_trace", "must be a non-empty list", events)
     steps: list[StepEvent] = []
-    for i, event in enumerate(events):
-        ewhere = f"{where}: execution_trace[{i}]"
-        if not isinstance(event, dict):
-            raise TraceError(ewhere, None, "an event must be an object", event)
+    for ewhere, event in _objects(obj, "execution_trace", where, "an event"):
         status = _get(event, "status", ewhere, (str,))
         if status == "accept_pure_draft":
             steps.append(StepEvent("accept", read_count(event, "draft_tokens_spent", ewhere)))
@@ -129,15 +135,9 @@ def import_token_log_record(obj, *, dataset: str, where: str, prompt_tokens: int
     if not isinstance(obj, dict):
         raise TraceError(where, None, "a token-log record must be a JSON object")
     problem_id = _get(obj, "idx", where, (int, str))
-    attempts = obj.get("step_attempts")
-    if not isinstance(attempts, list) or not attempts:
-        raise TraceError(where, "step_attempts", "must be a non-empty list", attempts)
     steps: list[StepEvent] = []
     chain = 0  # steps in the reasoning chain: the next step's position
-    for i, attempt in enumerate(attempts):
-        awhere = f"{where}: step_attempts[{i}]"
-        if not isinstance(attempt, dict):
-            raise TraceError(awhere, None, "an attempt must be an object", attempt)
+    for awhere, attempt in _objects(obj, "step_attempts", where, "an attempt"):
         outcome = _get(attempt, "outcome", awhere, (str,))
         if outcome == "accept":
             steps.append(StepEvent("accept", read_count(attempt, "draft_tokens", awhere)))

@@ -78,6 +78,9 @@ class StepEvent:
 
 @dataclass(frozen=True)
 class ProblemTrace:
+    """One problem's BRSD run: its set and id, its prompt's tokens, its step events in order,
+    whether its answer was correct (``None``: unknown) and the policy it ran."""
+
     dataset: str
     problem_id: str
     prompt_tokens: int

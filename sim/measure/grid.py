@@ -17,6 +17,9 @@ __all__ = ["FULL_GRID", "QUICK_GRID", "GridEntry", "Measured", "git_revision", "
 
 @dataclass(frozen=True)
 class GridEntry:
+    """One design of the calibration grid: the model preset, the decoder's parameters, the
+    memory latency it is measured at, the positions measured, and whether it is held out."""
+
     preset: str
     params: DecoderParams
     memory_latency_cycles: int

@@ -76,3 +76,15 @@ def test_messages_name_the_parameter_the_rule_and_the_value(call, message):
 def test_the_error_type_is_the_callers():
     with pytest.raises(TypeError, match=r"^width must be a positive integer, not 'x'$"):
         checks.integer("width", "x", low=1, error=TypeError)
+
+
+def test_member_names_the_choices():
+    import enum
+
+    class Colour(enum.Enum):
+        RED = "red"
+        BLUE = "blue"
+
+    assert checks.member(Colour, "red", what="colour") is Colour.RED
+    with pytest.raises(KeyError, match="unknown colour 'green'; choose one of red, blue"):
+        checks.member(Colour, "green", what="colour", error=KeyError)

@@ -165,6 +165,9 @@ def fit_overheads(points: list[Point], start: Overheads = OVERHEADS, *, rounds: 
 
 @dataclass(frozen=True)
 class Calibration:
+    """A calibration: the fitted overheads, the RTL they came from (its hash and revision),
+    the points they were fitted on and the points held out."""
+
     overheads: Overheads
     rtl_hash: str
     rtl_revision: str
