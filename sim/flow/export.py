@@ -30,7 +30,9 @@ from heteroreason.rtl.kv_frontend import KvFrontEnd
 from heteroreason.rtl.kvmu import Kvmu
 
 __all__ = [
+    "DECODER_TOPS",
     "TOPS",
+    "DecoderDesign",
     "ExportError",
     "Port",
     "TopSpec",
@@ -141,6 +143,57 @@ def decoder_params(*, delimiter: int, delimiter2: int, eos: int, external_kv: in
         raise ValueError(f"external_kv must be 0 or 1, not {external_kv!r}")
     return DecoderParams(delimiters=delimiters, eos=eos, external_kv=bool(external_kv),
                          **options)
+
+
+DECODER_TOPS = ("decoder_core", "draft_engine")
+
+
+@dataclass(frozen=True)
+class DecoderDesign:
+    """A decoder top's build: the model ``preset``, the ``seed`` of its random weights and the
+    :class:`DecoderParams` the core is built with. The one form a design crosses the flow,
+    the measurement and the testbenches in: its export parameters (:meth:`export_params`,
+    the build's key) and its JSON (:meth:`to_json`, :class:`DecoderParams`' own) are made
+    from it and read back into it."""
+
+    preset: str
+    params: DecoderParams
+    seed: int = 1
+
+    def export_params(self) -> dict[str, int | str]:
+        """The decoder tops' export parameters of this design (every build parameter, so that
+        each design has its own build); the sampler's marks keep the export's defaults unless
+        ``params`` names them."""
+        top: dict[str, int | str] = {"preset": self.preset, "seed": self.seed}
+        for f in fields(self.params):
+            if f.name not in ("delimiters", "eos"):
+                top[f.name] = int(getattr(self.params, f.name))
+        if self.params.delimiters:
+            top["delimiter"] = self.params.delimiters[0]
+            top["delimiter2"] = self.params.delimiters[1] \
+                if len(self.params.delimiters) > 1 else -1
+            top["eos"] = self.params.eos
+        return top
+
+    @classmethod
+    def from_export_params(cls, options: Mapping[str, int | str]) -> DecoderDesign:
+        """The design a decoder top's full export parameters build (the engine's
+        ``capacity`` is the engine's, not the core's)."""
+        options = dict(options)
+        preset, seed = str(options.pop("preset")), int(options.pop("seed"))
+        options.pop("capacity", None)
+        return cls(preset, decoder_params(**options), seed)
+
+    def to_json(self) -> dict:
+        return {"preset": self.preset, "seed": self.seed, "params": self.params.to_json()}
+
+    @classmethod
+    def from_json(cls, obj: Mapping) -> DecoderDesign:
+        return cls(str(obj["preset"]), DecoderParams.from_json(obj["params"]), int(obj["seed"]))
+
+    def model(self):
+        """The quantized model the design is built for (:func:`seeded_model`)."""
+        return seeded_model(self.preset, self.seed)
 
 
 def _decoder(component, *, preset: str, seed: int, extra=None, **options):

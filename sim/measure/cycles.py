@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.sim.flow.export import DecoderDesign
 from heteroreason.sim.verify.plan import Stimulus
 from heteroreason.sim.verify.runner import run_cocotb
 
-__all__ = ["MeasurementError", "TokenCycles", "TokenMeasurement", "decoder_top_params",
-           "measure_token_cycles"]
+__all__ = ["MeasurementError", "TokenCycles", "TokenMeasurement", "measure_token_cycles"]
 
 
 class MeasurementError(RuntimeError):
@@ -43,21 +43,6 @@ class TokenMeasurement:
     waves: Path | None
 
 
-def decoder_top_params(preset: str, params: DecoderParams, *, seed: int = 1) -> dict:
-    """The ``decoder_core`` export parameters of a core for ``preset`` (random weights from
-    ``seed``) built with ``params``; the sampler's marks keep the export's defaults unless
-    ``params`` names them."""
-    top = {"preset": preset, "seed": seed}
-    for f in fields(params):  # every build parameter, so that each design has its own build
-        if f.name not in ("delimiters", "eos"):
-            top[f.name] = int(getattr(params, f.name))
-    if params.delimiters:
-        top["delimiter"] = params.delimiters[0]
-        top["delimiter2"] = params.delimiters[1] if len(params.delimiters) > 1 else -1
-        top["eos"] = params.eos
-    return top
-
-
 def measure_token_cycles(preset: str, params: DecoderParams, positions: Sequence[int], *,
                          latency: int = 0, stall: float = 0.0, waves: bool = False,
                          seed: int = 1, cxx_opt: str | None = None,
@@ -79,7 +64,7 @@ def measure_token_cycles(preset: str, params: DecoderParams, positions: Sequence
                             weight_ports=tuple(weight_ports),
                             port_fifo_depth=port_fifo_depth)
         result = run_cocotb("decoder_core", "heteroreason.sim.verify.tb.core_tb",
-                            params=decoder_top_params(preset, params, seed=seed),
+                            params=DecoderDesign(preset, params, seed).export_params(),
                             testcase="token_timing", seed=1, waves=waves, log_file=log,
                             stimulus=stimulus, cxx_opt=cxx_opt)
         if result.failed or not out.exists():

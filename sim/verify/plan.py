@@ -1,5 +1,7 @@
-"""What a testbench process is told: the top's parameters and the test's stimulus, as one typed
-plan that travels to the simulator process in one environment variable (:data:`PLAN_ENV`).
+"""What a testbench process is told: the top's parameters, the decoder's design (a decoder
+top's :class:`~heteroreason.sim.flow.export.DecoderDesign`, its :class:`DecoderParams` as
+itself) and the test's stimulus, as one typed plan that travels to the simulator process in
+one environment variable (:data:`PLAN_ENV`).
 
     plan = RunPlan("decoder_core", params, Stimulus(positions=(16, 300), latency=64))
     run_cocotb(..., stimulus=plan.stimulus)        # the runner builds the plan
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from heteroreason.model import checks
+from heteroreason.sim.flow.export import DecoderDesign
 
 __all__ = ["PLAN_ENV", "RunPlan", "Stimulus"]
 
@@ -100,12 +103,13 @@ class Stimulus:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """The top a testbench runs on, its parameters (the export's names, defaults filled in) and
-    the stimulus."""
+    """The top a testbench runs on, its parameters (the export's names, defaults filled in),
+    the stimulus, and for a decoder top its design."""
 
     top: str
     params: Mapping[str, int | str]
     stimulus: Stimulus = field(default_factory=Stimulus)
+    design: DecoderDesign | None = None
 
     def param(self, name: str) -> int:
         value = self._lookup(name)
@@ -124,8 +128,10 @@ class RunPlan:
         return self.params[name]
 
     def to_env(self) -> dict[str, str]:
+        design = None if self.design is None else self.design.to_json()
         return {PLAN_ENV: json.dumps({"top": self.top, "params": dict(self.params),
-                                      "stimulus": asdict(self.stimulus)}, sort_keys=True)}
+                                      "stimulus": asdict(self.stimulus), "design": design},
+                                     sort_keys=True)}
 
     @classmethod
     def current(cls) -> RunPlan:
@@ -134,4 +140,6 @@ class RunPlan:
         if text is None:
             raise RuntimeError(f"{PLAN_ENV} is not set: run this testbench through run_cocotb()")
         obj = json.loads(text)
-        return cls(obj["top"], obj["params"], Stimulus(**obj["stimulus"]))
+        design = obj.get("design")
+        return cls(obj["top"], obj["params"], Stimulus(**obj["stimulus"]),
+                   None if design is None else DecoderDesign.from_json(design))

@@ -16,7 +16,7 @@ from pathlib import Path
 from cocotb_tools.check_results import get_results
 from cocotb_tools.runner import get_runner
 
-from heteroreason.sim.flow.export import export_verilog, parse_params
+from heteroreason.sim.flow.export import DECODER_TOPS, DecoderDesign, export_verilog, parse_params
 from heteroreason.sim.flow.toolchain import find_simulator
 from heteroreason.sim.verify.plan import RunPlan, Stimulus
 
@@ -174,7 +174,8 @@ def run_cocotb(top: str, test_module: str, *, params: Mapping[str, int] | None =
         build_args += ["-CFLAGS", cxx_opt]
     build_dir = build_dir_for(top, params, tools.name, waves=waves, root=build_root,
                               cxx_opt=cxx_opt).resolve()
-    env = RunPlan(top, params, stimulus or Stimulus()).to_env()
+    design = DecoderDesign.from_export_params(params) if top in DECODER_TOPS else None
+    env = RunPlan(top, params, stimulus or Stimulus(), design).to_env()
     with _environment(tools.env):
         runner = get_runner(tools.name)
         key = build_key(top, params, tools.name, build_args, waves=waves)

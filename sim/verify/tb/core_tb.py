@@ -19,7 +19,6 @@ from amaranth.hdl import Shape
 
 from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder
 from heteroreason.rtl.decoder.core import DecoderCore
-from heteroreason.sim.flow.export import decoder_params, seeded_model
 from heteroreason.sim.verify.plan import Stimulus
 from heteroreason.sim.verify.tb.common import TbBase, plan, seeded_rng, stimulus
 from heteroreason.sim.verify.tb.hbm import (
@@ -33,11 +32,9 @@ from heteroreason.sim.verify.tb.streams import StreamSink, StreamSource
 
 
 def top_model_and_params():
-    """The model and :class:`DecoderParams` the top was exported with."""
-    options = dict(plan().params)
-    model = seeded_model(str(options.pop("preset")), options.pop("seed"))
-    options.pop("capacity", None)
-    return model, decoder_params(**options)
+    """The model and :class:`DecoderParams` the top was exported with (the plan's design)."""
+    design = plan().design
+    return design.model(), design.params
 
 
 def build_reference_core() -> DecoderCore:

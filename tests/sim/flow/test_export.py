@@ -177,3 +177,22 @@ def test_a_simulation_export_leaves_out_only_zero_memory_contents(tmp_path):
     for k, value in enumerate((3, 5, 7, 9)):
         assert f"table [{k}] = 8'h{value:02x};" in lean
     assert rtlil.ModuleEmitter.emit_memory is emit  # the backend is left as it was
+
+
+def test_a_decoder_design_crosses_the_boundaries_as_itself(monkeypatch):
+    """A design's export parameters build it again, and its JSON (DecoderParams' own) and the
+    run plan that carries it to a testbench give back the same design."""
+    from heteroreason.rtl.decoder.params import DecoderParams
+    from heteroreason.sim.flow.export import DecoderDesign
+    from heteroreason.sim.verify.plan import PLAN_ENV, RunPlan, Stimulus
+
+    params = DecoderParams(16, 8, heads_parallel=2, vector_width=4, param_width=2,
+                           rows_per_beat=2, external_kv=True, delimiters=(16, 17), eos=1)
+    design = DecoderDesign("test-tiny", params, seed=3)
+    options = design.export_params()
+    assert options["vector_width"] == 4 and options["delimiter2"] == 17
+    assert DecoderDesign.from_export_params(options | {"capacity": 64}) == design
+    assert DecoderDesign.from_json(design.to_json()) == design
+    plan = RunPlan("decoder_core", options, Stimulus(positions=(5,)), design)
+    monkeypatch.setenv(PLAN_ENV, plan.to_env()[PLAN_ENV])
+    assert RunPlan.current() == plan
