@@ -69,10 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     for port in ports_of(component):
         print(f"  {port.direction:<6} {port.width:>4}  {port.name}")
     if args.synth:
-        from heteroreason.sim.flow.synth import estimate_resources
+        from heteroreason.sim.flow.synth import synthesize_resources
 
         try:
-            estimate = estimate_resources(path, args.top, timeout_s=args.synth_timeout,
+            estimate = synthesize_resources(path, args.top, timeout_s=args.synth_timeout,
                                           yosys=args.yosys)
         except RuntimeError as exc:
             print(f"export_verilog: synthesis failed: {exc}", file=sys.stderr)

@@ -28,9 +28,7 @@ from heteroreason.model.timing.fpga.clock_basis import (
     EVIDENCE_FILE,
     EVIDENCE_FORMAT,
 )
-from heteroreason.sim.flow.export import TOPS, ExportError, build_top, parse_params
-from heteroreason.sim.flow.logic_depth import LUT_NS_ULTRASCALE_PLUS, lut_budget
-from heteroreason.sim.flow.timing import (
+from heteroreason.sim.flow.closure import (
     ECP5_PARTS,
     ECP5_SPEED_GRADES,
     TimingError,
@@ -38,6 +36,8 @@ from heteroreason.sim.flow.timing import (
     ecp5_pnr,
     ultrascale_depth,
 )
+from heteroreason.sim.flow.export import TOPS, ExportError, build_top, parse_params
+from heteroreason.sim.flow.logic_depth import LUT_NS_ULTRASCALE_PLUS, lut_budget
 from heteroreason.sim.flow.timing_set import TIMING_SETS
 from heteroreason.sim.measure.grid import git_revision
 

@@ -5,7 +5,8 @@ that batch continuously are :mod:`~heteroreason.model.fleet.batched_gpu`'s.
 A device serves *items*, one per job a problem submits (the job's running record, with its
 progress); it sets ``item.start_ms`` when an item first enters service and calls
 ``owner.completed(item)`` when it ends. Items of one problem
-reach a device one at a time (the problem's lane, :mod:`~heteroreason.model.fleet.engine`).
+reach a device one at a time (the problem's replay,
+:mod:`~heteroreason.model.fleet.problem_replay`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import deque
 from typing import NamedTuple
 
 from heteroreason.model.system.event_loop import EventLoop, Priority
-from heteroreason.model.system.records import JobKind, Record, Resource
+from heteroreason.model.system.records import JobKind, Record, Station
 from heteroreason.model.timing.device_timing import LlmTiming
 
 __all__ = ["Activity", "Device", "ExclusiveDevice", "FleetError", "GpuWork", "Item", "job_name"]
@@ -62,7 +63,7 @@ class Item(Record):
     __eq__ = object.__eq__
     __hash__ = object.__hash__
 
-    def __init__(self, owner, resource: Resource, kind: JobKind, now_ms: float, work_ms: float,
+    def __init__(self, owner, resource: Station, kind: JobKind, now_ms: float, work_ms: float,
                  step: int, tokens: int, job_id: int, epoch: int, priority: Priority,
                  speculative: bool, device, done, args: tuple):
         self.resource = resource

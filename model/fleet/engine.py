@@ -32,12 +32,12 @@ from heteroreason.model.fleet.cost import (
     batch_cost,
 )
 from heteroreason.model.fleet.devices import Activity, ExclusiveDevice, FleetError
-from heteroreason.model.fleet.lanes import lane_replay
+from heteroreason.model.fleet.problem_replay import problem_replay
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.contexts import check_contexts
 from heteroreason.model.system.event_loop import EventLoop, Priority
-from heteroreason.model.system.records import ProblemRun, Resource
+from heteroreason.model.system.records import ProblemRun, Station
 from heteroreason.model.system.replay import ScheduleError
 from heteroreason.model.system.scheduler import check_timeline
 from heteroreason.model.timing.energy import DevicePower
@@ -241,18 +241,18 @@ class _Fleet:
                 return
             index, trace, arrival_ms = self.pending.popleft()
             self.resident[k] += 1
-            replay = lane_replay(trace, self.spec.config, self.spec.mode, fleet=self,
+            replay = problem_replay(trace, self.spec.config, self.spec.mode, fleet=self,
                                  index=index, arrival_ms=arrival_ms, draft_index=k)
-            replay.devices[Resource.DRAFT] = self.drafts[k]
-            replay.devices[Resource.LINK] = self.links[k]
+            replay.devices[Station.DRAFT] = self.drafts[k]
+            replay.devices[Station.LINK] = self.links[k]
             replay.start()
 
-    def route(self, replay, res: Resource):
-        if res is Resource.PRM:
+    def route(self, replay, res: Station):
+        if res is Station.PRM:
             return self.prms[self._pick("prm", self.prms)]
-        if res is Resource.TARGET:
+        if res is Station.TARGET:
             device = self.targets[self._pick("target", self.targets)]
-            replay.devices[Resource.TARGET] = device
+            replay.devices[Station.TARGET] = device
             return device
         raise AssertionError(f"{res} is fixed at admission")  # pragma: no cover
 

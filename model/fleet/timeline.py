@@ -34,14 +34,14 @@ def fleet_chrome_trace(run: FleetRun, until_ms: float) -> dict:
         events.append({"name": name, "ph": "X", "pid": pids[a.pool], "tid": tids[a.device],
                        "ts": 1e3 * a.start_ms, "dur": 1e3 * (a.end_ms - a.start_ms),
                        "args": args})
-    lanes: list[float] = []  # when each row of the problems' process is free again
+    rows: list[float] = []  # when each row of the problems' process is free again
     for p in sorted(run.problems, key=lambda p: p.arrival_ms):
         if p.arrival_ms >= until_ms:
             break
-        row = next((k for k, free in enumerate(lanes) if free <= p.arrival_ms), len(lanes))
-        if row == len(lanes):
-            lanes.append(0.0)
-        lanes[row] = p.done_ms
+        row = next((k for k, free in enumerate(rows) if free <= p.arrival_ms), len(rows))
+        if row == len(rows):
+            rows.append(0.0)
+        rows[row] = p.done_ms
         events.append({"name": f"{p.dataset}/{p.problem_id}", "ph": "X", "pid": problems_pid,
                        "tid": row + 1, "ts": 1e3 * p.arrival_ms, "dur": 1e3 * p.latency_ms,
                        "args": {"problem": p.index,

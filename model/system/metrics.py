@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from heteroreason.model.system.config import SystemConfig
-from heteroreason.model.system.records import RESOURCES, JobKind, ProblemRun, Resource
+from heteroreason.model.system.records import STATIONS, JobKind, ProblemRun, Station
 from heteroreason.model.timing.energy import device_energy_j
 
 __all__ = ["DatasetMetrics", "MetricsTotals", "ProblemMetrics", "dataset_metrics",
@@ -51,15 +51,15 @@ class ProblemMetrics:
 
 
 def _device_powers(config: SystemConfig, on_fpga: bool):
-    return {Resource.DRAFT: config.fpga_power if on_fpga else config.draft_gpu_power,
-            Resource.PRM: config.prm_power, Resource.TARGET: config.target_power}
+    return {Station.DRAFT: config.fpga_power if on_fpga else config.draft_gpu_power,
+            Station.PRM: config.prm_power, Station.TARGET: config.target_power}
 
 
 def problem_metrics(run: ProblemRun) -> ProblemMetrics:
     """The metrics of one replay, on the system it ran on."""
     config = run.config
-    busy = dict.fromkeys(RESOURCES, 0.0)
-    wasted = dict.fromkeys(RESOURCES, 0.0)
+    busy = dict.fromkeys(STATIONS, 0.0)
+    wasted = dict.fromkeys(STATIONS, 0.0)
     stall = 0.0
     wasted_draft = wasted_target = 0
     for iv in run.intervals:
@@ -69,9 +69,9 @@ def problem_metrics(run: ProblemRun) -> ProblemMetrics:
         busy[iv.resource] += iv.duration_ms
         if iv.wasted:
             wasted[iv.resource] += iv.duration_ms
-            if iv.resource is Resource.DRAFT and iv.kind is JobKind.DRAFT:
+            if iv.resource is Station.DRAFT and iv.kind is JobKind.DRAFT:
                 wasted_draft += iv.tokens
-            elif iv.resource is Resource.TARGET:
+            elif iv.resource is Station.TARGET:
                 wasted_target += iv.tokens
     powers = _device_powers(config, run.mode.on_fpga)
     device_j = sum(device_energy_j(p, busy_ms=busy[res], total_ms=run.latency_ms)

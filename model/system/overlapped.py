@@ -9,7 +9,7 @@ synchronisation) instead of prefilling them."""
 from __future__ import annotations
 
 from heteroreason.model.system.event_loop import Priority
-from heteroreason.model.system.records import JobKind, Record, Resource
+from heteroreason.model.system.records import JobKind, Record, Station
 from heteroreason.model.system.replay import Replay, ScheduleError
 from heteroreason.model.workload.traces import StepOutcome
 
@@ -43,7 +43,7 @@ class OverlappedReplay(Replay):
     def draft_step(self, j: int) -> None:
         d = self.steps[j].draft_tokens
         kv = self.ctx + (self.steps[self.v].draft_tokens if j == self.v + 1 else 0)
-        self.request(Resource.DRAFT, JobKind.DRAFT, self.draft_ms(d, kv), j, d, Priority.DRAFT,
+        self.request(Station.DRAFT, JobKind.DRAFT, self.draft_ms(d, kv), j, d, Priority.DRAFT,
                      self.draft_done, j)
 
     def draft_done(self, j: int) -> None:
@@ -60,7 +60,7 @@ class OverlappedReplay(Replay):
     def submit(self, j: int) -> None:
         self.pending = True
         d = self.steps[j].draft_tokens
-        self.transfer(d, j, self.request, Resource.PRM, JobKind.SCORE_DRAFT,
+        self.transfer(d, j, self.request, Station.PRM, JobKind.SCORE_DRAFT,
                       self.score_ms(self.ctx + d), j, d, Priority.VERDICT,
                       self.verdict, j)
         if j + 1 < self.n:
@@ -70,7 +70,7 @@ class OverlappedReplay(Replay):
         step = self.steps[j]
         tokens = step.target_tokens if step.outcome is not StepOutcome.ACCEPT else \
             step.prefetch_tokens or PREFETCH_LIMIT_TOKENS
-        self.request(Resource.TARGET, JobKind.PREFETCH, self.target_generate_ms(tokens), j,
+        self.request(Station.TARGET, JobKind.PREFETCH, self.target_generate_ms(tokens), j,
                      tokens, Priority.TARGET, self.target_finished, j)
 
     def target_finished(self, j: int) -> None:
@@ -82,16 +82,16 @@ class OverlappedReplay(Replay):
         self.pending = False
         step = self.steps[j]
         if step.outcome is StepOutcome.ACCEPT:
-            running = self.running[Resource.TARGET]
+            running = self.running[Station.TARGET]
             if running is not None and running.kind is JobKind.PREFETCH and running.step == j:
                 # interrupted, not wasted: its tokens are cached for a later regeneration
-                self.cache[len(self.chain)] = self.cancel(Resource.TARGET, wasted=False).tokens
+                self.cache[len(self.chain)] = self.cancel(Station.TARGET, wasted=False).tokens
             elif j in self.target_done:
                 self.cache[len(self.chain)] = step.prefetch_tokens or PREFETCH_LIMIT_TOKENS
             else:
                 # still queued behind earlier target work: accepted before it began, it never
                 # will (it would only delay the target's later steps)
-                self.drop_queued(Resource.TARGET, JobKind.PREFETCH, j)
+                self.drop_queued(Station.TARGET, JobKind.PREFETCH, j)
             self.commit(step.draft_tokens)
             self.v = j + 1
             if self.v == self.n:
@@ -106,14 +106,14 @@ class OverlappedReplay(Replay):
         # rejected: the step-ahead draft is squashed; the target's run for step j goes on
         self.squash_draft()
         self.rejected = j
-        self.promote(Resource.TARGET, j)  # what the step now waits for is no longer ahead
+        self.promote(Station.TARGET, j)  # what the step now waits for is no longer ahead
         if self.mode.on_fpga:
             self.shadow_ingest(j, self.steps[j].target_tokens, self.target_end(j))
         if j in self.target_done:
             self.refine(j)
 
     def squash_draft(self) -> None:
-        self.cancel(Resource.DRAFT)
+        self.cancel(Station.DRAFT)
         if self.ahead_ready is not None:
             self.ahead_record.wasted = True
             self.stall(self.stall_start, self.ahead_ready)
@@ -122,7 +122,7 @@ class OverlappedReplay(Replay):
     def target_end(self, j: int) -> float:
         if j in self.target_done:
             return self.target_done[j]
-        running = self.running[Resource.TARGET]
+        running = self.running[Station.TARGET]
         if running is not None and running.step == j:
             return running.end_ms
         # queued behind other target work: it ends no earlier than now
@@ -143,23 +143,23 @@ class OverlappedReplay(Replay):
             self.loop.at(start, Priority.START, self._delayed_ingest, self.epoch, j, tokens,
                          busy)
         else:
-            self.request(Resource.DRAFT, JobKind.INGEST, busy, j, tokens, Priority.SYNC,
+            self.request(Station.DRAFT, JobKind.INGEST, busy, j, tokens, Priority.SYNC,
                          self.synced, j)
 
     def _delayed_ingest(self, epoch: int, j: int, tokens: int, busy: float) -> None:
         if epoch == self.epoch and self.done_ms is None:
-            self.request(Resource.DRAFT, JobKind.INGEST, busy, j, tokens, Priority.SYNC,
+            self.request(Station.DRAFT, JobKind.INGEST, busy, j, tokens, Priority.SYNC,
                          self.synced, j)
 
     def refine(self, j: int) -> None:
         """The target's step ``j`` is ready: send it, score it (BRSD), resynchronise the draft."""
         self.rejected = None
         t = self.steps[j].target_tokens
-        self.transfer(t, j, self.request, Resource.PRM, JobKind.SCORE_TARGET,
+        self.transfer(t, j, self.request, Station.PRM, JobKind.SCORE_TARGET,
                       self.score_ms(self.ctx + t), j, t, Priority.VERDICT,
                       self.target_verdict, j)
         if not self.mode.on_fpga:
-            self.transfer(t, j, self.request, Resource.DRAFT, JobKind.DRAFT_PREFILL,
+            self.transfer(t, j, self.request, Station.DRAFT, JobKind.DRAFT_PREFILL,
                           self.work(self.draft_t, prefill=t), j, t, Priority.SYNC, self.synced, j)
         # speculatively, the target's step joins the context; a failed score undoes it
         self.commit(t)
@@ -180,7 +180,7 @@ class OverlappedReplay(Replay):
             return
         if j != self.v - 1:
             return
-        if self.v < self.n and self.running[Resource.DRAFT] is None:
+        if self.v < self.n and self.running[Station.DRAFT] is None:
             self.draft_step(self.v)
 
     def target_verdict(self, j: int) -> None:
@@ -194,7 +194,7 @@ class OverlappedReplay(Replay):
     def backtrack(self, j: int) -> None:
         step = self.steps[j]
         self.epoch += 1
-        for res in Resource:  # everything running was started before the failed score
+        for res in Station:  # everything running was started before the failed score
             self.cancel(res)
         self.pending = False
         self.ahead_ready = None
@@ -215,18 +215,18 @@ class OverlappedReplay(Replay):
         cost = self.work(self.cfg.target, prefill=reuse or None, decode=r - reuse,
                          kv=self.ctx + reuse)
         self.regenerating = j
-        self.request(Resource.TARGET, JobKind.REGENERATE, cost, j, r, Priority.TARGET,
+        self.request(Station.TARGET, JobKind.REGENERATE, cost, j, r, Priority.TARGET,
                      self.regenerated, j)
         if self.mode.on_fpga:
             self.shadow_ingest(j, r, self.loop.now + self.cost_ms(cost))
 
     def regenerated(self, j: int) -> None:
         r = self.steps[j].regenerated_tokens
-        self.transfer(r, j, self.request, Resource.PRM, JobKind.SCORE_REGEN,
+        self.transfer(r, j, self.request, Station.PRM, JobKind.SCORE_REGEN,
                       self.score_ms(self.ctx + r), j, r, Priority.VERDICT,
                       self.regen_scored, j)
         if not self.mode.on_fpga:
-            self.transfer(r, j, self.request, Resource.DRAFT, JobKind.DRAFT_PREFILL,
+            self.transfer(r, j, self.request, Station.DRAFT, JobKind.DRAFT_PREFILL,
                           self.work(self.draft_t, prefill=r), j, r, Priority.SYNC, self.synced, j)
         self.commit(r)
         self.target_kv = self.ctx

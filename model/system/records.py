@@ -12,10 +12,10 @@ from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.event_loop import Priority
 from heteroreason.model.workload.traces import ProblemTrace
 
-__all__ = ["RESOURCES", "Interval", "Job", "JobKind", "ProblemRun", "Record", "Resource"]
+__all__ = ["STATIONS", "Interval", "Job", "JobKind", "ProblemRun", "Record", "Station"]
 
 
-class Resource(str, enum.Enum):
+class Station(str, enum.Enum):
     """A device or link of the system; each runs one job at a time."""
 
     DRAFT = "draft"
@@ -27,7 +27,7 @@ class Resource(str, enum.Enum):
         return self.value
 
 
-RESOURCES = tuple(Resource)
+STATIONS = tuple(Station)
 
 
 class JobKind(str, enum.Enum):
@@ -70,7 +70,7 @@ class Job(NamedTuple):
 class Record:
     """A job as it runs; a cancelled one is cut short (``end_ms``, ``tokens`` pro rata)."""
 
-    resource: Resource
+    resource: Station
     kind: JobKind
     start_ms: float
     end_ms: float
@@ -92,7 +92,7 @@ class Interval:
     prefetch interrupted by an accept is not wasted: its tokens are cached (``kind`` prefetch,
     cut short)."""
 
-    resource: Resource
+    resource: Station
     kind: JobKind
     start_ms: float
     end_ms: float

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.event_loop import EventLoop, Priority
 from heteroreason.model.system.records import (
-    RESOURCES,
+    STATIONS,
     Job,
     JobKind,
     ProblemRun,
     Record,
-    Resource,
+    Station,
 )
 from heteroreason.model.timing.device_timing import LlmTiming
 from heteroreason.model.workload.traces import ProblemTrace
@@ -40,8 +40,8 @@ class Replay:
         self.loop = EventLoop()
         self.draft_t = config.fpga if mode.on_fpga else config.draft_gpu
         self.records: list[Record] = []
-        self.running: dict[Resource, Record | None] = dict.fromkeys(RESOURCES)
-        self.queues: dict[Resource, deque[Job]] = {r: deque() for r in RESOURCES}
+        self.running: dict[Station, Record | None] = dict.fromkeys(STATIONS)
+        self.queues: dict[Station, deque[Job]] = {r: deque() for r in STATIONS}
         self.job_id = 0
         self.epoch = 0
         self.chain: list[int] = []  # tokens of each validated step
@@ -56,7 +56,7 @@ class Replay:
 
     # ------------------------------------------------------------------ resources
 
-    def request(self, res: Resource, kind: JobKind, duration: float, step: int, tokens: int,
+    def request(self, res: Station, kind: JobKind, duration: float, step: int, tokens: int,
                 priority: Priority, done: Callable[..., None] | None = None, *args) -> None:
         if self.running[res] is None:
             self._start(res, kind, duration, step, tokens, priority, done, args, self.epoch)
@@ -64,7 +64,7 @@ class Replay:
             self.queues[res].append(Job(kind, duration, step, tokens, priority, done, args,
                                         self.epoch))
 
-    def _start(self, res: Resource, kind: JobKind, duration, step: int, tokens: int,
+    def _start(self, res: Station, kind: JobKind, duration, step: int, tokens: int,
                priority: Priority, done, args: tuple, epoch: int) -> None:
         """Start a job (the fields of :class:`Job`) on the free resource ``res``."""
         now = self.loop.now
@@ -73,7 +73,7 @@ class Replay:
                                    self.job_id, epoch)
         self.loop.at(now + duration, priority, self._finish, res, self.job_id, done, args)
 
-    def _finish(self, res: Resource, job_id: int, done, args) -> None:
+    def _finish(self, res: Station, job_id: int, done, args) -> None:
         record = self.running[res]
         if record is None or record.job_id != job_id:
             return  # cancelled
@@ -82,7 +82,7 @@ class Replay:
         if done is not None:
             done(*args)
 
-    def _next(self, res: Resource) -> None:
+    def _next(self, res: Station) -> None:
         self.running[res] = None
         queue = self.queues[res]
         while queue:
@@ -92,7 +92,7 @@ class Replay:
                 return
             # a stale job (from before a backtrack) never starts
 
-    def cancel(self, res: Resource, *, wasted: bool = True) -> Record | None:
+    def cancel(self, res: Station, *, wasted: bool = True) -> Record | None:
         """Stop the running job now, recording its partial work (as wasted by default)."""
         record = self.running[res]
         if record is None:
@@ -108,23 +108,23 @@ class Replay:
         return record
 
     def transfer(self, tokens: int, step: int, done, *args) -> None:
-        self.request(Resource.LINK, JobKind.TOKENS, self.cfg.link.tokens_ms(tokens), step,
+        self.request(Station.LINK, JobKind.TOKENS, self.cfg.link.tokens_ms(tokens), step,
                      tokens, Priority.TRANSFER, done, *args)
 
-    def drop_queued(self, res: Resource, kind: JobKind, step: int) -> None:
+    def drop_queued(self, res: Station, kind: JobKind, step: int) -> None:
         """Forget the jobs of ``kind`` for ``step`` still waiting for ``res``."""
         queue = self.queues[res]
         for job in [job for job in queue if job.kind is kind and job.step == step]:
             queue.remove(job)
 
-    def promote(self, res: Resource, step: int) -> None:
+    def promote(self, res: Station, step: int) -> None:
         """Step ``step``'s work on ``res``, begun ahead of a verdict, is now what the problem
         waits for. (One problem alone on its devices: nothing to do. The fleet's shared devices
         serve it before speculative work from then on.)"""
 
     def stall(self, start_ms: float, step: int) -> None:
         """The step-ahead draft of ``step`` waited from ``start_ms`` until now."""
-        self.records.append(Record(Resource.DRAFT, JobKind.STALL, start_ms, self.loop.now, step,
+        self.records.append(Record(Station.DRAFT, JobKind.STALL, start_ms, self.loop.now, step,
                                    0, False, 0, self.epoch))
         self.stalled_steps += 1
 
@@ -167,7 +167,7 @@ class Replay:
 
     def finish(self) -> None:
         self.done_ms = self.loop.now
-        for res in RESOURCES:
+        for res in STATIONS:
             self.queues[res].clear()
             self.cancel(res)
 
@@ -177,23 +177,23 @@ class Replay:
         prompt = self.trace.prompt_tokens
         if self.mode.on_fpga:
             # the GPU prefills the prompt with the draft model, then the KV migrates
-            self.request(Resource.TARGET, JobKind.DRAFT_PROMPT_PREFILL,
+            self.request(Station.TARGET, JobKind.DRAFT_PROMPT_PREFILL,
                          self.work(self.cfg.draft_gpu, prefill=prompt), -1, prompt, Priority.TARGET,
                          self._migrate)
         else:
-            self.request(Resource.DRAFT, JobKind.PROMPT_PREFILL,
+            self.request(Station.DRAFT, JobKind.PROMPT_PREFILL,
                          self.work(self.draft_t, prefill=prompt), -1, prompt, Priority.SYNC,
                          self.first_draft)
 
     def _migrate(self) -> None:
         kv_ms = self.cfg.link.kv_migration_ms(self.cfg.draft_model, self.trace.prompt_tokens,
                                               bytes_per_element=self.cfg.kv_bytes_per_element)
-        self.request(Resource.LINK, JobKind.KV_MIGRATION, kv_ms, -1, self.trace.prompt_tokens,
+        self.request(Station.LINK, JobKind.KV_MIGRATION, kv_ms, -1, self.trace.prompt_tokens,
                      Priority.TRANSFER, self._first_token)
 
     def _first_token(self) -> None:
         # INIT(pos) and the GPU's first token with ``last``: one ingested token
-        self.request(Resource.DRAFT, JobKind.INGEST, self.draft_t.ingest_ms(1, self.ctx), -1, 1,
+        self.request(Station.DRAFT, JobKind.INGEST, self.draft_t.ingest_ms(1, self.ctx), -1, 1,
                      Priority.SYNC, self.first_draft)
 
     def first_draft(self) -> None:

@@ -27,18 +27,26 @@ from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.contexts import check_contexts
 from heteroreason.model.system.overlapped import PREFETCH_LIMIT_TOKENS, OverlappedReplay
 from heteroreason.model.system.records import (
-    RESOURCES,
+    STATIONS,
     Interval,
     JobKind,
     ProblemRun,
-    Resource,
+    Station,
 )
 from heteroreason.model.system.replay import ScheduleError
 from heteroreason.model.system.sequential import SequentialReplay
 from heteroreason.model.workload.traces import ProblemTrace, check_trace
 
-__all__ = ["PREFETCH_LIMIT_TOKENS", "RESOURCES", "Interval", "ProblemRun", "Resource",
-           "ScheduleError", "check_timeline", "simulate_problem"]
+__all__ = [
+    "PREFETCH_LIMIT_TOKENS",
+    "STATIONS",
+    "Interval",
+    "ProblemRun",
+    "ScheduleError",
+    "Station",
+    "check_timeline",
+    "simulate_problem",
+]
 
 _EPS = 1e-9
 
@@ -64,7 +72,7 @@ def check_timeline(run: ProblemRun) -> None:
     """Invariants: no resource busy twice at once, no interval backwards or past the end,
     every accepted token accounted for exactly once."""
     where = f"problem {run.trace.problem_id} ({run.trace.dataset}, {run.mode.value})"
-    by_resource: dict[Resource, list[Interval]] = {r: [] for r in RESOURCES}
+    by_resource: dict[Station, list[Interval]] = {r: [] for r in STATIONS}
     for iv in run.intervals:
         if iv.end_ms < iv.start_ms - _EPS:
             raise ScheduleError(f"{where}: {iv} ends before it starts")

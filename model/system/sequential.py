@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from heteroreason.model.system.config import ServingMode
 from heteroreason.model.system.event_loop import Priority
-from heteroreason.model.system.records import JobKind, Resource
+from heteroreason.model.system.records import JobKind, Station
 from heteroreason.model.system.replay import Replay
 from heteroreason.model.workload.traces import StepOutcome
 
@@ -19,12 +19,12 @@ class SequentialReplay(Replay):
 
     def draft(self, j: int) -> None:
         d = self.steps[j].draft_tokens
-        self.request(Resource.DRAFT, JobKind.DRAFT, self.draft_ms(d, self.ctx), j, d,
+        self.request(Station.DRAFT, JobKind.DRAFT, self.draft_ms(d, self.ctx), j, d,
                      Priority.DRAFT, self.transfer, d, j, self.score, j)
 
     def score(self, j: int) -> None:
         d = self.steps[j].draft_tokens
-        self.request(Resource.PRM, JobKind.SCORE_DRAFT, self.score_ms(self.ctx + d),
+        self.request(Station.PRM, JobKind.SCORE_DRAFT, self.score_ms(self.ctx + d),
                      j, d, Priority.VERDICT, self.verdict, j)
 
     def verdict(self, j: int) -> None:
@@ -34,7 +34,7 @@ class SequentialReplay(Replay):
             self.next_step(j)
             return
         t = step.target_tokens
-        self.request(Resource.TARGET, JobKind.GENERATE, self.target_generate_ms(t), j, t,
+        self.request(Station.TARGET, JobKind.GENERATE, self.target_generate_ms(t), j, t,
                      Priority.TARGET, self.transfer, t, j, self.target_done, j)
 
     def target_done(self, j: int) -> None:
@@ -43,7 +43,7 @@ class SequentialReplay(Replay):
             self.catch_up(j, step.target_tokens)
             return
         t = step.target_tokens
-        self.request(Resource.PRM, JobKind.SCORE_TARGET, self.score_ms(self.ctx + t),
+        self.request(Station.PRM, JobKind.SCORE_TARGET, self.score_ms(self.ctx + t),
                      j, t, Priority.VERDICT, self.target_verdict, j)
 
     def target_verdict(self, j: int) -> None:
@@ -57,12 +57,12 @@ class SequentialReplay(Replay):
         if not r:
             self.next_step(j)
             return
-        self.request(Resource.TARGET, JobKind.REGENERATE, self.target_generate_ms(r), j, r,
+        self.request(Station.TARGET, JobKind.REGENERATE, self.target_generate_ms(r), j, r,
                      Priority.TARGET, self.transfer, r, j, self.regen_score, j)
 
     def regen_score(self, j: int) -> None:
         r = self.steps[j].regenerated_tokens
-        self.request(Resource.PRM, JobKind.SCORE_REGEN, self.score_ms(self.ctx + r),
+        self.request(Station.PRM, JobKind.SCORE_REGEN, self.score_ms(self.ctx + r),
                      j, r, Priority.VERDICT, self.catch_up, j, r)
 
     def catch_up(self, j: int, tokens: int) -> None:
@@ -72,7 +72,7 @@ class SequentialReplay(Replay):
         if j + 1 == self.n:
             self.finish()
             return
-        self.request(Resource.DRAFT, JobKind.DRAFT_PREFILL,
+        self.request(Station.DRAFT, JobKind.DRAFT_PREFILL,
                      self.work(self.draft_t, prefill=tokens), j, tokens, Priority.SYNC,
                      self.next_step, j)
 

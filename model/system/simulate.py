@@ -19,7 +19,7 @@ from heteroreason.model.system.metrics import (
     ProblemMetrics,
     problem_metrics,
 )
-from heteroreason.model.system.records import RESOURCES, ProblemRun
+from heteroreason.model.system.records import STATIONS, ProblemRun
 from heteroreason.model.system.scheduler import simulate_problem
 from heteroreason.model.workload.traces import ProblemTrace, load_traces
 
@@ -80,7 +80,7 @@ def timeline_json(run: ProblemRun) -> dict:
 
 def chrome_trace(run: ProblemRun) -> dict:
     """The timeline in Chrome's trace-event format (chrome://tracing, Perfetto)."""
-    tids = {r: i for i, r in enumerate(RESOURCES, start=1)}
+    tids = {r: i for i, r in enumerate(STATIONS, start=1)}
     events = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": res}}
               for res, tid in tids.items()]
     for iv in sorted(run.intervals, key=lambda iv: iv.start_ms):

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from heteroreason.sim.flow.toolchain import yowasp_tool
 
-__all__ = ["ResourceEstimate", "estimate_resources", "summarize_cells"]
+__all__ = ["SynthesizedResources", "summarize_cells", "synthesize_resources"]
 
 
 @dataclass(frozen=True)
-class ResourceEstimate:
+class SynthesizedResources:
     """Cells of the mapped netlist, grouped the way FPGA reports count them."""
 
     lut: int
@@ -37,7 +37,7 @@ class ResourceEstimate:
                 + ("" if self.lutram else "  (synthesized with -nolutram)"))
 
 
-def summarize_cells(cells: Mapping[str, int], *, lutram: bool = True) -> ResourceEstimate:
+def summarize_cells(cells: Mapping[str, int], *, lutram: bool = True) -> SynthesizedResources:
     """Group Yosys's Xilinx cell counts into LUT/FF/DSP/BRAM figures (LUT RAM counts as LUT)."""
     def total(predicate):
         return sum(n for name, n in cells.items() if predicate(name))
@@ -45,7 +45,7 @@ def summarize_cells(cells: Mapping[str, int], *, lutram: bool = True) -> Resourc
     lut = total(lambda c: c.startswith("LUT") or (c.startswith("RAM") and c[3:5].isdigit())
                 or c.startswith("SRL"))
     ff = total(lambda c: c in ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE"))
-    return ResourceEstimate(
+    return SynthesizedResources(
         lut=lut,
         ff=ff,
         dsp=total(lambda c: c.startswith("DSP48")),
@@ -58,8 +58,8 @@ def summarize_cells(cells: Mapping[str, int], *, lutram: bool = True) -> Resourc
     )
 
 
-def estimate_resources(verilog_file: Path, top: str, *, timeout_s: float = 600,
-                       yosys: str | None = None) -> ResourceEstimate:
+def synthesize_resources(verilog_file: Path, top: str, *, timeout_s: float = 600,
+                       yosys: str | None = None) -> SynthesizedResources:
     """Synthesize ``verilog_file`` for UltraScale+ and return its resource estimate, with
     ``yosys`` (a path or command) or else the YoWASP build.
 

@@ -43,15 +43,16 @@ class Stimulus:
         The DraftEngine's host scenario and the co-simulation's settings (JSON objects).
     weight_ports
         The weight stream split byte-wise over HBM ports, each ``(latency, stall)`` of its own
-        (:class:`~heteroreason.sim.verify.tb.hbm.StripedChannel`); empty: one port with
+        (:class:`~heteroreason.sim.verify.tb.hbm_channels.StripedChannel`); empty: one port with
         ``latency`` and ``stall``.
     port_fifo_depth
         With ``weight_ports``: the slices each port may deliver ahead of the slowest (its FIFO
         in front of the beat's assembly).
     shared_kv_ports
         An external KV cache's key and value rows on one set of ports, served in request order
-        (:class:`~heteroreason.sim.verify.tb.hbm.SharedRows`, as :func:`~heteroreason.model.
-        timing.fpga.hbm.plan_memory` places them); false: a set of ports each.
+        (:class:`~heteroreason.sim.verify.tb.hbm_channels.SharedRows`, as
+        :func:`~heteroreason.model.timing.fpga.hbm.plan_memory` places them); false: a set of
+        ports each.
     script
         The replay bench's transaction script (a JSON file).
     result

@@ -8,9 +8,9 @@ attention's key and value rows (``kv_rows``: ``head_dim`` bytes a cycle). The ke
 share their ports: the attention unit takes a job's key rows in its score pass and its value
 rows only in its weighted-sum pass, so a job's requests served in order (keys, then values) at
 a row a cycle never hold a pass back (the testbench's
-:class:`~heteroreason.sim.verify.tb.hbm.SharedRows`; the RTL's token cycles are the same as with
-a set of ports each, ``tests/sim/verify/test_shared_kv_ports.py``). Each stream is split
-byte-wise over ports of its own: a beat of ``B`` bytes over ``P`` ports puts at
+:class:`~heteroreason.sim.verify.tb.hbm_channels.SharedRows`; the RTL's token cycles are the
+same as with a set of ports each, ``tests/sim/verify/test_shared_kv_ports.py``). Each stream
+is split byte-wise over ports of its own: a beat of ``B`` bytes over ``P`` ports puts at
 most ``ceil(B / P)`` bytes on each, and a beat is whole when every port's slice has arrived, so
 the stream sustains the rate of its most loaded port.
 
@@ -24,7 +24,7 @@ clock (:attr:`PortPlan.clock_crossing`); with native ports a 300 MHz kernel reac
 :func:`plan_memory` is the one definition of that split: the design search
 (:mod:`~heteroreason.model.timing.fpga.platform`) takes the weight stream's sustained beats a
 cycle from it, and so does the timing model; the testbench's striped HBM model
-(:class:`~heteroreason.sim.verify.tb.hbm.StripedChannel`) splits a stream the same way
+(:class:`~heteroreason.sim.verify.tb.hbm_channels.StripedChannel`) splits a stream the same way
 (:func:`~heteroreason.rtl.decoder.weight_schedule.slice_bytes`).
 """
 

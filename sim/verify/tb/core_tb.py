@@ -21,7 +21,7 @@ from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder
 from heteroreason.rtl.decoder.core import DecoderCore
 from heteroreason.sim.verify.plan import Stimulus
 from heteroreason.sim.verify.tb.common import TbBase, plan, seeded_rng, stimulus
-from heteroreason.sim.verify.tb.hbm import (
+from heteroreason.sim.verify.tb.hbm_channels import (
     HbmChannel,
     KvMemory,
     StripedChannel,

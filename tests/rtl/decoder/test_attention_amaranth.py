@@ -10,8 +10,8 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.spec.numerics.qwen2_int8 import attend, quant_multiplier
 from heteroreason.rtl.decoder.attention import Attention, job_cycles
+from heteroreason.sim.verify.amaranth_hbm import kv_memory_processes
 from heteroreason.sim.verify.amaranth_run import run_until_done
-from heteroreason.sim.verify.hbm_model import kv_memory_processes
 
 
 def random_jobs(rng, keys, values, heads, count=30):

@@ -17,7 +17,7 @@ from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_ca
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
 from heteroreason.rtl.decoder.core import DecoderCore
 from heteroreason.rtl.decoder.params import DecoderParams
-from heteroreason.sim.verify.hbm_model import hbm_processes
+from heteroreason.sim.verify.amaranth_hbm import hbm_processes
 
 
 def run_core(model, lanes, stall, schedule, *, seed, latency=0, **options):

