@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["InputError", "loads_json", "output_problem", "read_text"]
+__all__ = ["InputError", "LoadedOnUse", "loads_json", "output_problem", "read_text"]
 
 
 class InputError(ValueError):
@@ -78,3 +79,27 @@ def output_problem(path: Path | str, *, folder: bool) -> str | None:
     if not os.access(parent, os.W_OK):
         return f"{parent} is not writable"
     return None
+
+
+class LoadedOnUse(Mapping):
+    """A table built by ``build`` on its first use, not at import (a table of presets whose
+    entries read a data file): a read-only mapping like the dict ``build`` returns."""
+
+    def __init__(self, build: Callable[[], dict]):
+        self._build = build
+        self._table: dict | None = None
+
+    def _loaded(self) -> dict:
+        if self._table is None:
+            self._table = self._build()
+        return self._table
+
+    def __getitem__(self, key):
+        return self._loaded()[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+

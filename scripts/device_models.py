@@ -17,10 +17,12 @@ import sys
 from pathlib import Path
 
 from heteroreason.model.experiments.report import format_table
+from heteroreason.model.files import output_problem
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.device_timing import MEASURED_PROFILES, PRESETS
 from heteroreason.model.timing.energy import DEVICE_POWER
 from heteroreason.model.timing.gpu import GPUS, roofline_check
+from heteroreason.model.timing.gpu_fits import GPU_FITS_FILE, write_gpu_fits
 from heteroreason.model.timing.link import LINKS
 from heteroreason.model.timing.measured_gpu import fit_roles, significant
 from heteroreason.model.timing.profile_fit import (
@@ -75,6 +77,9 @@ def _dataset(path: Path) -> str:
 
 
 def cmd_measured(args) -> int:
+    problem = args.write is not None and output_problem(args.write, folder=False)
+    if problem:
+        raise ProfileError(f"--write: {problem}")
     files = args.files or sorted((DEFAULT_ARTIFACT / PROFILE_FOLDER).glob("*.csv"))
     if not files:
         raise ProfileError(f"no profiles given and none at {DEFAULT_ARTIFACT / PROFILE_FOLDER}")
@@ -100,6 +105,9 @@ def cmd_measured(args) -> int:
     print("each preset's source, as device_timing states it:")
     for role, f in fits.items():
         print(f"  {role}: {f.source(MEASURED_PROFILES)}")
+    if args.write is not None:
+        fitted = {role: f.fitted(MEASURED_PROFILES) for role, f in fits.items()}
+        print(f"wrote {write_gpu_fits(fitted, MEASURED_PROFILES, args.write)}")
     return 0
 
 
@@ -130,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="profiles, one per dataset (default: the artifact's Config2 ones "
                          "in ../shared)")
     me.add_argument("--max-latency-ms", type=float, default=5000.0)
+    me.add_argument("--write", nargs="?", type=Path, const=GPU_FITS_FILE, metavar="PATH",
+                    help="write the fits as the presets' coefficients (default "
+                         "model/timing/data/gpu_fits.json)")
     r = sub.add_parser("roofline", help="measured coefficients against the GPU roofline")
     r.add_argument("--context", type=int, default=512)
     args = parser.parse_args(argv)

@@ -33,7 +33,6 @@ from pathlib import Path
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
 from heteroreason.model.files import InputError, output_problem
-from heteroreason.model.fleet.cost import fit_per_item_ms, published_checks
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
 from heteroreason.model.fleet.metrics import fleet_metrics
@@ -55,6 +54,7 @@ from heteroreason.model.fleet.timeline import fleet_chrome_trace
 from heteroreason.model.fleet.workload import load_arrival_trace, sample_workload
 from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, ServingMode, system_config
 from heteroreason.model.system.simulate import chrome_trace
+from heteroreason.model.timing.batch_cost import fit_per_item_ms, published_checks
 from heteroreason.model.workload.bundled import BUNDLED_DIR
 
 DATASETS = sorted(p.stem for p in BUNDLED_DIR.glob("*.jsonl"))

@@ -2,7 +2,7 @@
 
 A GPU runs *segments*: a special iteration (one with prefills or a decode call's overhead; or a
 job of another model, alone), or a run of identical decode iterations up to the next item's
-last token, priced in closed form with :class:`~heteroreason.model.fleet.cost.BatchCost`. A
+last token, priced in closed form with :class:`~heteroreason.model.timing.batch_cost.BatchCost`. A
 new item, a cancelled one or a preemption waits for the end of the iteration in progress: the
 run is cut there and the batch planned again — by priority (critical work before step-ahead
 prefetches, which are paused when the batch is full, or beyond ``max_prefetch_items`` of them),
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 
-from heteroreason.model.fleet.cost import BatchCost
 from heteroreason.model.fleet.devices import Device, FleetError, GpuWork, Item
 from heteroreason.model.system.event_loop import EventLoop, Priority
+from heteroreason.model.timing.batch_cost import BatchCost
 
 __all__ = ["BatchedGpu"]
 

@@ -24,13 +24,6 @@ from dataclasses import dataclass, field, replace
 
 from heteroreason.model import checks
 from heteroreason.model.fleet.batched_gpu import BatchedGpu
-from heteroreason.model.fleet.cost import (
-    GPU_MEMORY_UTILIZATION,
-    MAX_BATCH_ITEMS,
-    PER_ITEM_MS,
-    BatchCost,
-    batch_cost,
-)
 from heteroreason.model.fleet.devices import Activity, ExclusiveDevice, FleetError
 from heteroreason.model.fleet.problem_replay import problem_replay
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
@@ -40,6 +33,13 @@ from heteroreason.model.system.event_loop import EventLoop, Priority
 from heteroreason.model.system.records import ProblemRun, Station
 from heteroreason.model.system.replay import ScheduleError
 from heteroreason.model.system.scheduler import check_timeline
+from heteroreason.model.timing.batch_cost import (
+    GPU_MEMORY_UTILIZATION,
+    MAX_BATCH_ITEMS,
+    PER_ITEM_MS,
+    BatchCost,
+    batch_cost,
+)
 from heteroreason.model.timing.energy import DevicePower
 from heteroreason.model.timing.fpga.platform import BOARDS
 from heteroreason.model.workload.traces import ProblemTrace, check_trace
@@ -103,7 +103,7 @@ class FleetSpec:
 
     @property
     def draft_on_fpga(self) -> bool:
-        return self.mode.on_fpga
+        return self.config.draft(self.mode).on_fpga
 
     def cost(self, role: str) -> BatchCost:
         t = {"draft": self.config.draft_gpu, "prm": self.config.prm,
@@ -122,8 +122,7 @@ class FleetSpec:
 
     def powers(self) -> dict[str, DevicePower]:
         c = self.config
-        return {"draft": c.fpga_power if self.draft_on_fpga else c.draft_gpu_power,
-                "prm": c.prm_power, "target": c.target_power}
+        return {"draft": c.draft(self.mode).power, "prm": c.prm_power, "target": c.target_power}
 
     @property
     def active_power_w(self) -> float:

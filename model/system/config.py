@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from heteroreason.model import checks
+from heteroreason.model.files import LoadedOnUse
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming, timing
 from heteroreason.model.timing.energy import DevicePower, power
 from heteroreason.model.timing.fpga.platform import BOARDS, board_power, draft_timing
 from heteroreason.model.timing.link import LinkConfig, link
 
-__all__ = ["CONFIGS", "FPGA_MODELS", "GPU_DRAFTS", "ServingMode", "SystemConfig", "system_config"]
+__all__ = ["CONFIGS", "FPGA_MODELS", "GPU_DRAFTS", "DraftSide", "ServingMode", "SystemConfig",
+           "system_config"]
 
 
 class ServingMode(enum.Enum):
@@ -50,6 +53,18 @@ class ServingMode(enum.Enum):
 
 
 @dataclass(frozen=True)
+class DraftSide:
+    """Where a mode drafts (the FPGA board or a GPU) and what follows: the draft's timing, its
+    device's power, the model it runs and the system's measured busy-average power."""
+
+    on_fpga: bool
+    timing: LlmTiming
+    power: DevicePower
+    model: Qwen2Config
+    system_w: float
+
+
+@dataclass(frozen=True)
 class SystemConfig:
     """The machine: the three models' timing, the FPGA draft, the link, device power.
 
@@ -75,6 +90,14 @@ class SystemConfig:
     fpga_system_w: float
     kv_bytes_per_element: float = 2.0
     prompt_in_contexts: bool = True
+
+    def draft(self, mode: ServingMode) -> DraftSide:
+        """Where ``mode`` drafts, and what follows from it: the one place that decides."""
+        if mode.on_fpga:
+            return DraftSide(True, self.fpga, self.fpga_power, self.draft_model,
+                             self.fpga_system_w)
+        return DraftSide(False, self.draft_gpu, self.draft_gpu_power,
+                         qwen2_config(self.draft_gpu.model), self.three_gpu_system_w)
 
     def with_fpga(self, fpga: LlmTiming, fpga_power: DevicePower | None = None) -> SystemConfig:
         """The configuration with another FPGA draft (and its board's power). The measured
@@ -117,18 +140,23 @@ GPU_DRAFTS = {"measured": None, "paper": "gpu/draft-paper"}
 
 # the last two figures of each: the busy-average system power the artifact measured with three
 # GPUs and with the FPGA and two GPUs (power_smoke_results.json)
-CONFIGS: dict[str, SystemConfig] = {
-    "config1": SystemConfig(
-        "config1", timing("config1/draft"), timing("config1/prm"), timing("config1/target"),
-        timing("fpga/artifact-u280"), link("pcie3-x16"), DRAFT_MODEL,
-        power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-7b"),
-        board_power(ARTIFACT_BOARD), 551.19, 488.42),
-    "config2": SystemConfig(
-        "config2", timing("config2/draft"), timing("config2/prm"), timing("config2/target"),
-        timing("fpga/artifact-u280-config2"), link("pcie3-x16"), DRAFT_MODEL,
-        power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-1.5b"),
-        board_power(ARTIFACT_BOARD), 506.55, 438.09),
-}
+def _configs() -> dict[str, SystemConfig]:
+    return {
+        "config1": SystemConfig(
+            "config1", timing("config1/draft"), timing("config1/prm"), timing("config1/target"),
+            timing("fpga/artifact-u280"), link("pcie3-x16"), DRAFT_MODEL,
+            power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-7b"),
+            board_power(ARTIFACT_BOARD), 551.19, 488.42),
+        "config2": SystemConfig(
+            "config2", timing("config2/draft"), timing("config2/prm"), timing("config2/target"),
+            timing("fpga/artifact-u280-config2"), link("pcie3-x16"), DRAFT_MODEL,
+            power("rtx3090-0.5b"), power("rtx3090-7b"), power("rtx3090-1.5b"),
+            board_power(ARTIFACT_BOARD), 506.55, 438.09),
+    }
+
+
+# built on first use (the presets read their data file then, not at import)
+CONFIGS: Mapping[str, SystemConfig] = LoadedOnUse(_configs)
 
 
 def system_config(name: str, *, fpga: str | None = None,

@@ -22,7 +22,7 @@ class ContextLimit(NamedTuple):
 
 def context_limits(config: SystemConfig, mode: ServingMode) -> tuple[ContextLimit, ...]:
     """The three models' contexts, the draft's as it runs in ``mode`` (FPGA or GPU)."""
-    draft = config.draft_model if mode.on_fpga else qwen2_config(config.draft_gpu.model)
+    draft = config.draft(mode).model
     prm, target = qwen2_config(config.prm.model), qwen2_config(config.target.model)
     return (ContextLimit("draft", draft.name, draft.max_context),
             ContextLimit("PRM", prm.name, prm.max_context),

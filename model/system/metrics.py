@@ -50,8 +50,8 @@ class ProblemMetrics:
     hidden_ms: float
 
 
-def _device_powers(config: SystemConfig, on_fpga: bool):
-    return {Station.DRAFT: config.fpga_power if on_fpga else config.draft_gpu_power,
+def _device_powers(config: SystemConfig, mode):
+    return {Station.DRAFT: config.draft(mode).power,
             Station.PRM: config.prm_power, Station.TARGET: config.target_power}
 
 
@@ -73,11 +73,11 @@ def problem_metrics(run: ProblemRun) -> ProblemMetrics:
                 wasted_draft += iv.tokens
             elif iv.resource is Station.TARGET:
                 wasted_target += iv.tokens
-    powers = _device_powers(config, run.mode.on_fpga)
+    powers = _device_powers(config, run.mode)
     device_j = sum(device_energy_j(p, busy_ms=busy[res], total_ms=run.latency_ms)
                    for res, p in powers.items())
     wasted_j = sum(1e-3 * (p.active_w - p.idle_w) * wasted[res] for res, p in powers.items())
-    system_w = config.fpga_system_w if run.mode.on_fpga else config.three_gpu_system_w
+    system_w = config.draft(run.mode).system_w
     drafted = sum(s.draft_tokens for s in run.trace.steps)
     return ProblemMetrics(
         latency_ms=run.latency_ms, output_tokens=run.output_tokens, drafted_tokens=drafted,

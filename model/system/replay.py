@@ -38,7 +38,7 @@ class Replay:
         self.steps = trace.steps
         self.n = len(trace.steps)
         self.loop = EventLoop()
-        self.draft_t = config.fpga if mode.on_fpga else config.draft_gpu
+        self.draft_t = config.draft(mode).timing
         self.records: list[Record] = []
         self.running: dict[Station, Record | None] = dict.fromkeys(STATIONS)
         self.queues: dict[Station, deque[Job]] = {r: deque() for r in STATIONS}

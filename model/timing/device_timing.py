@@ -25,10 +25,13 @@ FPGA draft of the artifact's simulator (``fpga/artifact-u280``, ``fpga/artifact-
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from heteroreason.model import checks
+from heteroreason.model.files import LoadedOnUse
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
+from heteroreason.model.timing.gpu_fits import FittedRole, load_gpu_fits
 
 __all__ = ["MEASURED_PROFILES", "PAPER_U280", "PRESETS", "LlmTiming", "timing"]
 
@@ -140,70 +143,68 @@ _MAC_RATIO_1P5B_TO_7B = (qwen2_config("qwen2.5-1.5b").macs_per_token()
                          / qwen2_config("qwen2.5-7b").macs_per_token())
 
 # the step profiles every measured GPU preset is fitted on (scripts/device_models.py measured
-# prints the fits; tests/model/timing/test_measured_gpu.py refits them and checks each
-# preset's coefficients and source against the fit)
+# --write writes the fits into model/timing/data/gpu_fits.json, which the presets read;
+# tests/model/timing/test_measured_gpu.py refits them and checks each preset against the fit)
 MEASURED_PROFILES = "the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv)"
-_DRAFT_FIT = (
-    "Huber fit of the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv) "
-    "(9471 gsm8k + 5869 math500 rows; scripts/device_models.py measured): median |error| 7.0 %, "
-    "cross-validated gsm8k->math500 6.1 %, math500->gsm8k 10.9 %; KV term: kept (t = 12.7, "
-    "lowers every cross-validated error)")
-_PRM_FIT = (
-    "Huber fit of the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv) "
-    "(9491 gsm8k + 5925 math500 rows; scripts/device_models.py measured): median |error| 7.2 %, "
-    "cross-validated gsm8k->math500 8.7 %, math500->gsm8k 8.6 %; KV term: not in a "
-    "prefill-shaped form")
-_TARGET_FIT = (
-    "Huber fit of the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv) "
-    "(2046 gsm8k + 1410 math500 rows; scripts/device_models.py measured): median |error| 3.5 %, "
-    "cross-validated gsm8k->math500 2.9 %, math500->gsm8k 4.3 %; KV term: kept (t = 8.3, "
-    "lowers every cross-validated error)")
 _DRAFT_PREFILL = "; prefill: " + _ARTIFACT
 
 
-def _measured_draft(name: str) -> LlmTiming:
+def _measured_draft(name: str, fit: FittedRole) -> LlmTiming:
     # the same 0.5B draft on the same RTX 3090 in both configurations: one fit
-    return LlmTiming(name, "qwen2.5-0.5b", "rtx3090", decode_call_ms=3.609,
-                     decode_ms_per_token=4.482, decode_ms_per_kv_token=0.0001125,
+    return LlmTiming(name, "qwen2.5-0.5b", "rtx3090", decode_call_ms=fit.call_ms,
+                     decode_ms_per_token=fit.ms_per_token,
+                     decode_ms_per_kv_token=fit.ms_per_kv_token,
                      prefill_call_ms=16.123062, prefill_ms_per_token=0.006210,
-                     source=_DRAFT_FIT + _DRAFT_PREFILL)
+                     source=fit.source + _DRAFT_PREFILL)
 
 
-PRESETS: dict[str, LlmTiming] = {t.name: t for t in (
-    # Config1: 0.5B draft, 7B PRM, 7B target, three RTX 3090
-    _measured_draft("config1/draft"),
-    LlmTiming("config1/prm", "qwen2.5-math-prm-7b", "rtx3090", decode_ms_per_token=0.0,
-              prefill_call_ms=14.415958, prefill_ms_per_token=0.194878, source=_ARTIFACT),
-    LlmTiming("config1/target", "qwen2.5-7b", "rtx3090", decode_ms_per_token=19.442100,
-              decode_ms_per_kv_token=0.000415545, prefill_ms_per_token=0.244993,
-              source=_ARTIFACT),
-    # Config2: 0.5B draft, 7B PRM, 1.5B target
-    _measured_draft("config2/draft"),
-    LlmTiming("config2/prm", "qwen2.5-math-prm-7b", "rtx3090", decode_ms_per_token=0.0,
-              prefill_call_ms=24.19, prefill_ms_per_token=0.1966, source=_PRM_FIT),
-    LlmTiming("config2/target", "qwen2.5-1.5b", "rtx3090", decode_call_ms=50.74,
-              decode_ms_per_token=5.788, decode_ms_per_kv_token=5.377e-05,
-              prefill_ms_per_token=round(0.244993 * _MAC_RATIO_1P5B_TO_7B, 6),
-              source=_TARGET_FIT + "; prefill: Config1's 7B prefill scaled by the MAC ratio "
-                     "(the artifact's 0.0018 ms/token is below the roofline)"),
-    # the paper's claim for the GPU draft (either configuration): a flat 8.0 ms a token
-    LlmTiming("gpu/draft-paper", "qwen2.5-0.5b", "rtx3090", decode_ms_per_token=8.0,
-              prefill_call_ms=16.123062, prefill_ms_per_token=0.006210,
-              source="the paper's claim: 125 tok/s (Config1, RSD, MATH500), the artifact's "
-                     "config1/draft" + _DRAFT_PREFILL),
-    # the FPGA draft of the artifact's simulator (300 MHz U280; V80 projected)
-    LlmTiming("fpga/artifact-u280", "qwen2.5-0.5b", "u280-300", decode_ms_per_token=5.74,
-              decode_ms_per_kv_token=0.002464, source=_ARTIFACT),
-    LlmTiming("fpga/artifact-u280-config2", "qwen2.5-0.5b", "u280-300",
-              decode_ms_per_token=5.74,
-              decode_ms_per_kv_token=0.004928,
-              source="artifact simulator configs (Hardware/simulator/configs/config2.json); "
-                     "its KV term is twice config1.json's 0.002464 for the same FPGA and draft "
-                     "(an inconsistency of the artifact, kept as it has it: "
-                     "--fpga rtl-u280-300 replaces it by the RTL-calibrated model)"),
-    LlmTiming("fpga/artifact-v80", "qwen2.5-0.5b", "v80", decode_ms_per_token=2.87,
-              source="docs/design.md §8: V80 2.87 ms per token"),
-)}
+def _presets() -> dict[str, LlmTiming]:
+    """Every preset: the artifact's coefficients (typed from its configuration files, each
+    with its file), the paper's claims, and the measured GPU fits read from
+    :data:`~heteroreason.model.timing.gpu_fits.GPU_FITS_FILE` (written by the fitter)."""
+    fits = load_gpu_fits()
+    draft, prm, target = fits["draft"], fits["prm"], fits["target"]
+    return {t.name: t for t in (
+        # Config1: 0.5B draft, 7B PRM, 7B target, three RTX 3090
+        _measured_draft("config1/draft", draft),
+        LlmTiming("config1/prm", "qwen2.5-math-prm-7b", "rtx3090", decode_ms_per_token=0.0,
+                  prefill_call_ms=14.415958, prefill_ms_per_token=0.194878, source=_ARTIFACT),
+        LlmTiming("config1/target", "qwen2.5-7b", "rtx3090", decode_ms_per_token=19.442100,
+                  decode_ms_per_kv_token=0.000415545, prefill_ms_per_token=0.244993,
+                  source=_ARTIFACT),
+        # Config2: 0.5B draft, 7B PRM, 1.5B target
+        _measured_draft("config2/draft", draft),
+        LlmTiming("config2/prm", "qwen2.5-math-prm-7b", "rtx3090", decode_ms_per_token=0.0,
+                  prefill_call_ms=prm.call_ms, prefill_ms_per_token=prm.ms_per_token,
+                  source=prm.source),
+        LlmTiming("config2/target", "qwen2.5-1.5b", "rtx3090", decode_call_ms=target.call_ms,
+                  decode_ms_per_token=target.ms_per_token,
+                  decode_ms_per_kv_token=target.ms_per_kv_token,
+                  prefill_ms_per_token=round(0.244993 * _MAC_RATIO_1P5B_TO_7B, 6),
+                  source=target.source + "; prefill: Config1's 7B prefill scaled by the MAC "
+                         "ratio (the artifact's 0.0018 ms/token is below the roofline)"),
+        # the paper's claim for the GPU draft (either configuration): a flat 8.0 ms a token
+        LlmTiming("gpu/draft-paper", "qwen2.5-0.5b", "rtx3090", decode_ms_per_token=8.0,
+                  prefill_call_ms=16.123062, prefill_ms_per_token=0.006210,
+                  source="the paper's claim: 125 tok/s (Config1, RSD, MATH500), the "
+                         "artifact's config1/draft" + _DRAFT_PREFILL),
+        # the FPGA draft of the artifact's simulator (300 MHz U280; V80 projected)
+        LlmTiming("fpga/artifact-u280", "qwen2.5-0.5b", "u280-300", decode_ms_per_token=5.74,
+                  decode_ms_per_kv_token=0.002464, source=_ARTIFACT),
+        LlmTiming("fpga/artifact-u280-config2", "qwen2.5-0.5b", "u280-300",
+                  decode_ms_per_token=5.74,
+                  decode_ms_per_kv_token=0.004928,
+                  source="artifact simulator configs (Hardware/simulator/configs/config2.json); "
+                         "its KV term is twice config1.json's 0.002464 for the same FPGA and "
+                         "draft (an inconsistency of the artifact, kept as it has it: "
+                         "--fpga rtl-u280-300 replaces it by the RTL-calibrated model)"),
+        LlmTiming("fpga/artifact-v80", "qwen2.5-0.5b", "v80", decode_ms_per_token=2.87,
+                  source="docs/design.md §8: V80 2.87 ms per token"),
+    )}
+
+
+# read on first use: no file is read at import
+PRESETS: Mapping[str, LlmTiming] = LoadedOnUse(_presets)
 
 
 # the paper's U280 draft, the line every FPGA projection is compared with

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from heteroreason.model import checks
+from heteroreason.model.timing.gpu_fits import FittedRole
 from heteroreason.model.timing.profile_fit import ProfileError, huber_fit
 
 __all__ = ["KV_T_MIN", "ROLES", "CrossCheck", "RoleFit", "fit_roles", "significant"]
@@ -68,6 +69,12 @@ class RoleFit:
     @property
     def worst_cross_pct(self) -> float:
         return max(c.median_abs_pct_error for c in self.cross)
+
+    def fitted(self, files: str) -> FittedRole:
+        """The coefficients as a preset holds them (four significant digits) with their
+        source: what :func:`~heteroreason.model.timing.gpu_fits.write_gpu_fits` stores."""
+        return FittedRole(self.role, significant(self.call_ms), significant(self.ms_per_token),
+                          significant(self.ms_per_kv_token), self.source(files))
 
     def source(self, files: str) -> str:
         """The coefficients' provenance, as a preset states it."""

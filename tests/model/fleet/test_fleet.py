@@ -9,13 +9,6 @@ import random
 import pytest
 
 from heteroreason.model.executor import executor, run_chunked
-from heteroreason.model.fleet.cost import (
-    PER_ITEM_MS,
-    BatchCost,
-    batch_cost,
-    fit_per_item_ms,
-    published_checks,
-)
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
 from heteroreason.model.fleet.metrics import fleet_metrics, percentile
@@ -30,6 +23,13 @@ from heteroreason.model.fleet.workload import (
 from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.system.records import JobKind
 from heteroreason.model.system.scheduler import simulate_problem
+from heteroreason.model.timing.batch_cost import (
+    PER_ITEM_MS,
+    BatchCost,
+    batch_cost,
+    fit_per_item_ms,
+    published_checks,
+)
 from heteroreason.model.timing.device_timing import timing
 from heteroreason.model.workload.bundled import load_bundled
 from heteroreason.model.workload.traces import StepOutcome

@@ -2,6 +2,7 @@
 keep a KV term only where the rows support one, are cross-validated between datasets, and the
 presets state exactly what a refit of the artifact's profiles gives (with its source)."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,40 @@ def test_the_cli_prints_the_fits_and_refuses_one_dataset(tmp_path):
                          capture_output=True, text=True)
     assert one.returncode == 2
     assert "at least two datasets, not 1" in one.stderr
+
+
+def test_the_fits_file_is_what_the_presets_read_and_what_the_fitter_writes(tmp_path):
+    """The presets' measured coefficients come from the data file (none typed by hand), and
+    the fitter's file reads back as written."""
+    from heteroreason.model.timing.gpu_fits import GPU_FITS_FILE, load_gpu_fits, write_gpu_fits
+
+    fits = load_gpu_fits()
+    assert (timing("config1/draft").decode_ms_per_token, timing("config2/target").decode_call_ms,
+            timing("config2/prm").prefill_ms_per_token) == \
+        (fits["draft"].ms_per_token, fits["target"].call_ms, fits["prm"].ms_per_token)
+    assert timing("config2/prm").source == fits["prm"].source
+    copy = write_gpu_fits(fits, MEASURED_PROFILES, tmp_path / "fits.json")
+    assert load_gpu_fits(copy) == fits
+    assert copy.read_text() == GPU_FITS_FILE.read_text()
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda o: o.update(format="x"), "not a GPU fits file"),
+    (lambda o: o["roles"].pop("prm"), "field 'roles.prm' is missing"),
+    (lambda o: o["roles"]["draft"].update(ms_per_token=float("nan")),
+     "field 'roles.draft.ms_per_token' must be a finite non-negative number of ms, not nan"),
+    (lambda o: o["roles"]["target"].update(source=""),
+     "field 'roles.target.source' must be a non-empty string"),
+])
+def test_a_malformed_fits_file_is_refused_naming_the_field(tmp_path, edit, message):
+    import json
+
+    from heteroreason.model.files import InputError
+    from heteroreason.model.timing.gpu_fits import GPU_FITS_FILE, load_gpu_fits
+
+    obj = json.loads(GPU_FITS_FILE.read_text())
+    edit(obj)
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps(obj))
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_gpu_fits(path)

@@ -211,7 +211,8 @@ def test_the_timing_model_slows_with_the_streams_rate_where_it_is_stream_bound()
     # at a quarter of a beat a cycle the stream alone takes four cycles a beat
     assert cycles[0] >= 4 * beats
     for rate in (0, 1.5, True, "1"):
-        with pytest.raises(ValueError, match=r"stream_beats_per_cycle must be in \(0, 1\]"):
+        with pytest.raises(ValueError, match=r"stream_beats_per_cycle must be a finite number "
+                                             r"in \(0, 1\]"):
             CoreTiming(config, params, 64, overheads, stream_beats_per_cycle=rate)
 
 
