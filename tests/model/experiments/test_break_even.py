@@ -143,7 +143,8 @@ def test_a_cheaper_ingest_never_slows_heteroreason(traces):
     assert half.ingest_floor_ms_per_token == 0.5 * rtl.fpga.ingest_floor_ms_per_token
     assert half.decode_ms_per_kv_token == rtl.fpga.decode_ms_per_kv_token
     for bad in (-0.5, float("nan"), True, "1"):
-        with pytest.raises(ValueError, match="ingest scale must be a finite non-negative number, not"):
+        with pytest.raises(ValueError,
+                           match="ingest scale must be a finite non-negative number, not"):
             with_ingest_scaled(CONFIG, bad)
 
 
