@@ -5,7 +5,7 @@ RTL cycles agree with the calibrated model within 2 %, and the file names the RT
 import pytest
 
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
-from heteroreason.model.timing.fpga.calibration import load_calibration
+from heteroreason.model.timing.fpga.calibration import Point, load_calibration
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
 from heteroreason.sim.measure.cycles import measure_token_cycles
 from heteroreason.sim.measure.grid import QUICK_GRID, measure
@@ -23,7 +23,7 @@ def test_quick_grid_agrees_with_the_committed_calibration(entry):
     # the time (the cycles do not depend on it)
     points, _ = measure(entry, cxx_opt="-O0")
     assert [p.position for p in points] == list(entry.positions)
-    for point in points:
+    for point in map(Point.of, points):
         error = point.error(calibration.overheads)
         assert abs(error) <= 0.02, (entry, point.cycles, error)
 

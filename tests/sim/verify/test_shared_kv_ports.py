@@ -120,7 +120,7 @@ def test_bad_stimulus_knobs():
     assert Stimulus().shared_kv_ports is True  # the memory plan's layout
     with pytest.raises(ValueError, match=r"^stimulus shared_kv_ports must be a bool, not 1$"):
         Stimulus(shared_kv_ports=1)
-    with pytest.raises(ValueError, match=r"^stimulus stall must be a probability in \[0, 1\), "
+    with pytest.raises(ValueError, match=r"^stimulus stall must be a finite number in \[0, 1\), "
                                          r"not 1\.5$"):
         Stimulus(stall=1.5)
     with pytest.raises(ValueError, match=r"^stimulus weight_ports must be \(latency >= 0, "):
