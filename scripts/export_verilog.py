@@ -18,6 +18,7 @@ from pathlib import Path
 
 from heteroreason.model.files import output_problem
 from heteroreason.sim.flow.export import (
+    DECODER_OPTIONS,
     TOPS,
     ExportError,
     build_top,
@@ -25,10 +26,6 @@ from heteroreason.sim.flow.export import (
     ports_of,
     write_verilog,
 )
-
-SHORTCUTS = {"--preset": "preset", "--macs-per-cycle": "lanes", "--stream-bytes": "stream_bytes",
-             "--heads-parallel": "heads_parallel", "--weight-buffer": "weight_buffer",
-             "--vector-width": "vector_width", "--capacity": "capacity", "--seed": "seed"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a parameter (repeatable)")
     shortcuts = parser.add_argument_group(
         "decoder tops (draft_engine, decoder_core): shortcuts for --param")
-    for flag, name in SHORTCUTS.items():
+    for flag, name in DECODER_OPTIONS.items():
         shortcuts.add_argument(flag, dest=name, metavar=name.upper(),
                                help=f"same as --param {name}=...")
     parser.add_argument("--synth-timeout", type=float, default=600, metavar="SECONDS",
@@ -56,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = output_problem(args.out, folder=True)
     if problem:
         parser.error(f"--out: {problem}")
-    given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
+    given = [f"{name}={getattr(args, name)}" for name in dict.fromkeys(DECODER_OPTIONS.values())
              if getattr(args, name) is not None]
     try:
         params = parse_params(args.top, given + args.param)

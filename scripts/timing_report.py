@@ -36,7 +36,13 @@ from heteroreason.sim.flow.closure import (
     ecp5_pnr,
     ultrascale_depth,
 )
-from heteroreason.sim.flow.export import TOPS, ExportError, build_top, parse_params
+from heteroreason.sim.flow.export import (
+    DECODER_OPTIONS,
+    TOPS,
+    ExportError,
+    build_top,
+    parse_params,
+)
 from heteroreason.sim.flow.logic_depth import LUT_NS_ULTRASCALE_PLUS, lut_budget
 from heteroreason.sim.flow.timing_set import TIMING_SETS
 from heteroreason.sim.measure.grid import git_revision
@@ -44,8 +50,9 @@ from heteroreason.sim.measure.grid import git_revision
 ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_EVIDENCE = Path("<default>")
-SHORTCUTS = {"--preset": "preset", "--macs-per-cycle": "lanes", "--stream-bytes": "stream_bytes",
-             "--heads-parallel": "heads_parallel", "--vector-width": "vector_width"}
+# the decoder tops' options, but the model's seed (``--seed`` is the placement's here:
+# ``--param seed=N``)
+SHORTCUTS = {flag: name for flag, name in DECODER_OPTIONS.items() if name != "seed"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,7 +102,7 @@ def _jobs(args) -> tuple[int, list]:
     if args.ecp5:
         check_ecp5_options(args.part, args.speed, args.target_mhz)
     if args.top:
-        given = [f"{name}={getattr(args, name)}" for name in SHORTCUTS.values()
+        given = [f"{name}={getattr(args, name)}" for name in dict.fromkeys(SHORTCUTS.values())
                  if getattr(args, name) is not None]
         jobs = [(args.top, given + args.param)]
     else:

@@ -30,6 +30,7 @@ from heteroreason.rtl.kv_frontend import KvFrontEnd
 from heteroreason.rtl.kvmu import Kvmu
 
 __all__ = [
+    "DECODER_OPTIONS",
     "DECODER_TOPS",
     "TOPS",
     "DecoderDesign",
@@ -78,6 +79,18 @@ def _decoder_defaults() -> dict[str, int | str]:
 
 
 _DECODER_DEFAULTS = _decoder_defaults()
+
+
+def _decoder_options() -> dict[str, str]:
+    """The decoder tops' command-line options (the one table the programs that export or
+    measure a decoder top share): ``--name`` for every export parameter, i.e. every
+    :class:`DecoderParams` field and the model's (``preset``, ``seed``, the sampler's marks),
+    the engine's ``--capacity``, and ``--macs-per-cycle`` for ``lanes``."""
+    options = {f"--{name.replace('_', '-')}": name for name in _DECODER_DEFAULTS}
+    return options | {"--capacity": "capacity", "--macs-per-cycle": "lanes"}
+
+
+DECODER_OPTIONS = _decoder_options()
 
 
 TOPS: dict[str, TopSpec] = {
