@@ -1,82 +1,9 @@
 #!/usr/bin/env python3
-"""The project's main job for now: export the RTL, run its testbenches, print a summary.
+"""`heteroreason rtl-checks`: this script runs the same entry point (its options: `--help`)."""
 
-    python scripts/run_rtl_checks.py [--events 10000] [--seed 1] [--sim verilator|icarus]
-
-Exports the KVMU, the input MUX and the KV front end to Verilog (build/verilog), runs the KVMU
-and front-end cocotb testbenches (directed tests, the paper's scenarios, constrained-random
-traffic), and proves the KVMU's invariants with SymbiYosys. Exit status 1 if anything fails.
-"""
-
-from __future__ import annotations
-
-import argparse
 import sys
-import time
-from pathlib import Path
 
-from heteroreason.sim.flow.export import TOPS, build_top, ports_of, write_verilog
-from heteroreason.sim.flow.toolchain import SIMULATORS, requested_simulator
-from heteroreason.sim.verify.plan import Stimulus
-from heteroreason.sim.verify.runner import run_cocotb
-
-BENCHES = [
-    ("kvmu", "heteroreason.sim.verify.tb.kvmu_tb", {"capacity": 64}),
-    ("kv_frontend", "heteroreason.sim.verify.tb.frontend_tb",
-     {"capacity": 512, "token_width": 16, "max_in_flight": 4}),
-]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=10000,
-                        help="random events per traffic profile (default 10000)")
-    parser.add_argument("--seed", type=int, default=1, help="COCOTB_RANDOM_SEED (default 1)")
-    parser.add_argument("--sim", choices=SIMULATORS, default=None,
-                        help="HDL simulator (default: $HETEROREASON_SIM or verilator)")
-    parser.add_argument("--out", type=Path, default=Path("build"), help="build directory")
-    parser.add_argument("--no-formal", action="store_true", help="skip the SymbiYosys proof")
-    args = parser.parse_args(argv)
-    if args.events < 1:
-        parser.error(f"--events must be a positive integer, not {args.events}")
-    simulator = requested_simulator(args.sim)
-    ok = True
-
-    print("Verilog export")
-    for top in TOPS:
-        component = build_top(top)
-        ports = ports_of(component)
-        path = write_verilog(component, top, args.out / "verilog")
-        lines = path.read_text().count("\n")
-        print(f"  {top:<12} {len(ports):>3} ports  {lines:>5} lines  {path}")
-
-    print(f"cocotb testbenches on {simulator} (seed {args.seed}, {args.events} random events "
-          "per traffic profile)")
-    for top, module, params in BENCHES:
-        start = time.monotonic()
-        log = args.out / "logs" / f"{top}-seed{args.seed}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        result = run_cocotb(top, module, params=params, simulator=simulator, seed=args.seed,
-                            stimulus=Stimulus(random_events=args.events),
-                            build_root=args.out / "sim", log_file=log)
-        seconds = time.monotonic() - start
-        verdict = "PASS" if result.failed == 0 and result.tests > 0 else "FAIL"
-        ok &= verdict == "PASS"
-        print(f"  {top:<12} {verdict}  {result.tests - result.failed:>3}/{result.tests:<3} tests  "
-              f"{seconds:6.1f} s  log {log}")
-
-    if not args.no_formal:
-        from heteroreason.sim.flow.formal import prove_kvmu
-
-        start = time.monotonic()
-        result = prove_kvmu(capacity=16, depth=20, work_dir=args.out / "formal" / "kvmu")
-        ok &= result.passed
-        print(f"formal (SymbiYosys k-induction, depth 20, capacity 16): {result.status}  "
-              f"{time.monotonic() - start:.1f} s")
-
-    print("all checks passed" if ok else "SOME CHECKS FAILED")
-    return 0 if ok else 1
-
+from heteroreason.cli import script_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main("run_rtl_checks.py"))

@@ -62,9 +62,10 @@ class BreakEven:
     ms_per_token: float | None
     fpga_ms_per_token: float  # the configuration's FPGA draft, for comparison
     gpu_draft_ms_per_token: float
+    fpga: str = ""  # the FPGA model whose other terms were kept
 
-    HEADER = ("config", "dataset", "against", "its latency s", "break-even ms/token",
-              "FPGA model ms/token", "GPU draft ms/token")
+    HEADER = ("config", "dataset", "FPGA model", "against", "its latency s",
+              "break-even ms/token", "FPGA model ms/token", "GPU draft ms/token")
 
     def cells(self) -> list[str]:
         if self.crossing is Crossing.FOUND:
@@ -73,7 +74,8 @@ class BreakEven:
             where = f"< {self.low_ms:g} (none)"
         else:
             where = f"> {self.high_ms:g}"
-        return [self.config, self.dataset, self.against, f"{self.against_latency_s:.2f}", where,
+        return [self.config, self.dataset, self.fpga, self.against,
+                f"{self.against_latency_s:.2f}", where,
                 f"{self.fpga_ms_per_token:.2f}", f"{self.gpu_draft_ms_per_token:.2f}"]
 
     def describe(self) -> str:
@@ -160,7 +162,7 @@ def break_evens(traces: Sequence[ProblemTrace], config: SystemConfig,
         results.append(BreakEven(config.name, dataset, mode.value, target, float(low_ms),
                                  float(high_ms), crossing, ms_per_token,
                                  config.fpga.base_decode_ms_per_token,
-                                 config.draft_gpu.decode_ms_per_token))
+                                 config.draft_gpu.decode_ms_per_token, config.fpga.name))
     return results, sorted(curve.items())
 
 

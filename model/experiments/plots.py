@@ -17,9 +17,6 @@ from heteroreason.model.system.records import ProblemRun
 __all__ = ["plot_ablation", "plot_break_even", "plot_breakdown", "plot_gantt",
            "plot_validation"]
 
-SERIES = [("baseline", True, "baseline (3 GPUs)"), ("t2", True, "+T2"),
-          ("heteroreason", True, "+T2+T1 (HeteroReason)"),
-          ("heteroreason", False, "HeteroReason, no backtracking")]
 COLORS = {"draft": "#4c72b0", "prm": "#dd8452", "target": "#55a868", "link": "#c44e52",
           "stall": "#bbbbbb"}
 
@@ -38,61 +35,84 @@ def _datasets(rows: Sequence[ReproRow]) -> list[str]:
     return [d for d in DATASETS if d in present] + sorted(present - set(DATASETS))
 
 
+def _series(rows: Sequence[ReproRow]) -> list[tuple[str, bool, str, str]]:
+    """``(mode, backtracking, fpga, label)`` of the ablation's bars: the GPU-only modes, then
+    HeteroReason with each FPGA model the rows hold, with and without backtracking."""
+    fpgas = list(dict.fromkeys(r.fpga for r in rows if r.fpga))
+    return [("baseline", True, "", "baseline (3 GPUs)"), ("t2", True, "", "+T2 (GPU-only t2)"),
+            *[("heteroreason", True, f, f"+T2+T1, FPGA '{f}'") for f in fpgas],
+            *[("heteroreason", False, f, f"no backtracking, FPGA '{f}'") for f in fpgas[:1]]]
+
+
+def _models_title(rows: Sequence[ReproRow]) -> str:
+    """The models a figure shows: the GPU draft and the FPGA models."""
+    fpgas = ", ".join(dict.fromkeys(r.fpga for r in rows if r.fpga))
+    return f"GPU draft '{rows[0].gpu_draft}'; FPGA models: {fpgas}"
+
+
 def plot_ablation(rows: Sequence[ReproRow], path: Path) -> Path:
+    """Latency per dataset of each mode and FPGA model, the paper's Fig. 10 marked (its
+    figures are for the artifact's FPGA line)."""
     configs = sorted({r.config for r in rows})
     datasets = _datasets(rows)
-    fig, axes = plt.subplots(1, len(configs), figsize=(6.5 * len(configs), 4.2), squeeze=False)
-    width = 0.8 / len(SERIES)
+    series = _series(rows)
+    fig, axes = plt.subplots(1, len(configs), figsize=(6.5 * len(configs), 4.4), squeeze=False)
+    width = 0.8 / len(series)
     for ax, config in zip(axes[0], configs, strict=True):
-        for k, (mode, bt, label) in enumerate(SERIES):
+        for k, (mode, bt, fpga, label) in enumerate(series):
             values = []
             for d in datasets:
-                match = [r for r in rows if (r.config, r.dataset, r.mode, r.backtracking)
-                         == (config, d, mode, bt)]
+                match = [r for r in rows if (r.config, r.dataset, r.mode, r.backtracking,
+                                             r.fpga) == (config, d, mode, bt, fpga)]
                 values.append(match[0].metrics.latency_s if match else 0.0)
-            xs = [i + (k - (len(SERIES) - 1) / 2) * width for i in range(len(datasets))]
+            xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(datasets))]
             ax.bar(xs, values, width, label=label)
-            paper = PAPER_LATENCY_S.get((config, mode, bt))
+            paper = PAPER_LATENCY_S.get((config, mode, bt)) if fpga in ("", "artifact") \
+                else None
             if paper and all(d in DATASETS for d in datasets):
                 ax.scatter(xs, [paper[DATASETS.index(d)] for d in datasets], marker="_",
                            s=160, color="black", zorder=3,
                            label="paper (Fig. 10)" if k == 0 else None)
         ax.set_xticks(range(len(datasets)), datasets)
         ax.set_ylabel("latency (s/problem)")
-        ax.set_title(f"{config}: ablation")
-        ax.legend(fontsize=7)
+        ax.set_title(f"{config}: ablation", fontsize=10)
+        ax.legend(fontsize=6)
+    fig.suptitle(_models_title(rows), fontsize=9)
     return _save(fig, path)
 
 
 def plot_breakdown(rows: Sequence[ReproRow], path: Path) -> Path:
-    """Busy seconds per device and stall, per mode (with backtracking), per dataset."""
+    """Per mode and FPGA model (with backtracking), per dataset: each device's busy seconds a
+    problem side by side (devices run at once: their busy times overlap, so they are not
+    stacked), the speculation stall beside them, and the latency as a line across."""
     configs = sorted({r.config for r in rows})
     datasets = _datasets(rows)
-    modes = ["baseline", "t2", "heteroreason"]
-    fig, axes = plt.subplots(len(configs), len(datasets), figsize=(3.2 * len(datasets),
-                             3.2 * len(configs)), squeeze=False)
+    bars = [(mode, fpga) for mode, bt, fpga, _ in _series(rows) if bt]
+    names = ["base", "T2", *[f"HR\n{f.replace('rtl-', '')}" for _, f in bars[2:]]]
+    devices = ("draft", "prm", "target", "stall")
+    fig, axes = plt.subplots(len(configs), len(datasets), figsize=(3.6 * len(datasets),
+                             3.4 * len(configs)), squeeze=False)
     for i, config in enumerate(configs):
         for j, dataset in enumerate(datasets):
             ax = axes[i][j]
-            for x, mode in enumerate(modes):
-                match = [r for r in rows if (r.config, r.dataset, r.mode, r.backtracking)
-                         == (config, dataset, mode, True)]
+            for x, (mode, fpga) in enumerate(bars):
+                match = [r for r in rows if (r.config, r.dataset, r.mode, r.backtracking,
+                                             r.fpga) == (config, dataset, mode, True, fpga)]
                 if not match:
                     continue
                 m = match[0].metrics
-                bottom = 0.0
-                for device in ("draft", "prm", "target"):
-                    value = m.utilization[device] * m.latency_s
-                    ax.bar(x, value, 0.6, bottom=bottom, color=COLORS[device])
-                    bottom += value
-                ax.bar(x, m.stall_share * m.latency_s, 0.6, bottom=bottom, color=COLORS["stall"])
-                ax.plot([x - 0.35, x + 0.35], [m.latency_s] * 2, color="black")
-            ax.set_xticks(range(len(modes)), ["base", "T2", "T2+T1"])
+                for k, device in enumerate(devices):
+                    value = m.stall_share * m.latency_s if device == "stall" \
+                        else m.utilization[device] * m.latency_s
+                    ax.bar(x + (k - 1.5) * 0.19, value, 0.19, color=COLORS[device])
+                ax.plot([x - 0.42, x + 0.42], [m.latency_s] * 2, color="black")
+            ax.set_xticks(range(len(bars)), names, fontsize=7)
             ax.set_title(f"{config} {dataset}", fontsize=9)
             if j == 0:
                 ax.set_ylabel("busy s/problem (line: latency)")
-    handles = [Patch(color=COLORS[k], label=k) for k in ("draft", "prm", "target", "stall")]
+    handles = [Patch(color=COLORS[k], label=k) for k in devices]
     fig.legend(handles=handles, loc="lower center", ncol=4)
+    fig.suptitle(_models_title(rows), fontsize=9)
     return _save(fig, path, rect=(0, 0.05, 1, 1))
 
 
@@ -115,20 +135,23 @@ def plot_gantt(runs: Sequence[ProblemRun], path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_break_even(panels: Sequence[tuple[str, str, list[tuple[float, float]], dict[str, float]]],
-                    marks: dict[str, dict[str, float]], path: Path) -> Path:
+def plot_break_even(panels: Sequence[tuple[str, str, dict[str, list[tuple[float, float]]],
+                                           dict[str, float]]],
+                    marks: dict[str, dict[str, float]], path: Path, *, title: str = "") -> Path:
     """``heteroreason``'s latency against the FPGA draft's ms/token, one panel per
-    ``(config, dataset, curve, latency of each GPU-only mode)``; ``marks[config]`` are draft
-    speeds drawn as vertical lines (the GPU draft, the artifact's U280, this project's
-    boards)."""
+    ``(config, dataset, {FPGA model: curve}, latency of each GPU-only mode)``: each FPGA
+    model's own curve (its other terms kept); ``marks[config]`` are draft speeds drawn as
+    vertical lines (the GPU draft, the artifact's U280, this project's boards)."""
     columns = min(4, len(panels))
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    for ax, (config, dataset, curve, gpu_modes) in zip(axes.flat, panels, strict=False):
-        ax.plot([c[0] for c in curve], [c[1] for c in curve], color="#4c72b0",
-                label="heteroreason")
+    for ax, (config, dataset, curves, gpu_modes) in zip(axes.flat, panels, strict=False):
+        for k, (fpga, curve) in enumerate(curves.items()):
+            ax.plot([c[0] for c in curve], [c[1] for c in curve],
+                    color=("#4c72b0", "#c44e52", "#937860", "#da8bc3")[k % 4],
+                    label=f"heteroreason, {fpga} terms")
         for k, (mode, latency) in enumerate(gpu_modes.items()):
             ax.axhline(latency, color=("#dd8452", "#55a868", "#8172b3")[k % 3], ls="--",
                        label=mode)
@@ -142,6 +165,8 @@ def plot_break_even(panels: Sequence[tuple[str, str, list[tuple[float, float]], 
         ax.set_ylabel("latency (s/problem)")
         ax.set_title(f"{config}: {dataset}", fontsize=9)
         ax.legend(fontsize=6, loc="lower right")
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 
@@ -175,7 +200,7 @@ def plot_fleet_curves(curves: dict[str, Sequence[dict]], path: Path, *,
 
 def plot_fleet_sizing(rows: Sequence[dict], path: Path, *, rate_per_s: float | None = None) -> Path:
     """The pool-ratio map and the power frontier of a sizing search (the rows of
-    ``scripts/fleet.py size``): per PRM-pool size, goodput per kW at capacity over draft x target
+    ``heteroreason fleet size``): per PRM-pool size, goodput per kW at capacity over draft x target
     pool sizes; and capacity against active power, frontier points joined."""
     prms = sorted({r["prms"] for r in rows})
     drafts = sorted({r["drafts"] for r in rows})

@@ -52,6 +52,19 @@ PAPER_J_PER_TOKEN = {
     ("config1", "heteroreason", True): (4.57, 3.38, 4.49, 4.92),
 }
 
+# Table III, accuracy % per dataset (same order), on three GPUs in BF16: RSD, BRSD, and BRSD with
+# the system's optimizations (the t2 and heteroreason modes run it); the artifact's
+# Algorithm/reference_results/table3_accuracy_reference.json. A replay does not change a
+# trace's answers: a mode's accuracy is its traces'
+PAPER_ACCURACY_PCT = {
+    ("config1", "rsd"): (62.8, 87.1, 54.3, 27.1),
+    ("config1", "baseline"): (67.0, 88.9, 56.6, 29.3),
+    ("config1", "t2"): (67.2, 88.9, 56.6, 29.9),
+    ("config2", "rsd"): (44.2, 70.6, 51.4, 16.6),
+    ("config2", "baseline"): (47.8, 78.2, 55.2, 21.0),
+    ("config2", "t2"): (47.5, 77.6, 54.6, 20.9),
+}
+
 MODES_WITH_BT = (ServingMode.BASELINE, ServingMode.T2, ServingMode.HETEROREASON)
 MODES_WITHOUT_BT = (ServingMode.RSD, ServingMode.T2, ServingMode.HETEROREASON)
 
@@ -62,30 +75,44 @@ class ReproRow:
     dataset: str
     backtracking: bool
     mode: str
+    fpga: str  # the FPGA draft model (FPGA_MODELS); "" for the GPU-only modes
+    gpu_draft: str  # the GPU draft model (GPU_DRAFTS)
     metrics: DatasetMetrics
     speedup: float  # the reference mode's latency over this row's, on the same traces
     speedup_vs: str  # the reference: baseline with backtracking, rsd without
+    over_t2: float  # t2's latency over this row's, on the same traces
     paper_latency_s: float | None
     paper_j_per_token: float | None
 
-    HEADER = ("config", "dataset", "bt", "mode", "latency s", "paper s", "diff %", "speedup",
-              "vs", "goodput tok/s", "throughput tok/s", "J/token", "paper J/token",
-              "J/output token (dev)", "stall %", "stalled steps %", "comm %",
-              "wasted energy %")
+    HEADER = ("config", "dataset", "bt", "mode", "fpga", "gpu draft", "latency s", "paper s",
+              "diff %", "speedup", "vs", "x t2", "goodput tok/s", "throughput tok/s", "J/token",
+              "paper J/token", "J/output token (dev)", "stall %", "stalled steps %", "comm %",
+              "wasted energy %", "of it prefetch %", "accuracy %", "paper accuracy %")
 
     def cells(self) -> list[str]:
         m = self.metrics
         diff = ("" if self.paper_latency_s is None
                 else f"{100 * (m.latency_s / self.paper_latency_s - 1):+.0f}")
+        accuracy = "" if m.accuracy is None else f"{100 * m.accuracy:.1f}"
         return [self.config, self.dataset, "yes" if self.backtracking else "no", self.mode,
-                f"{m.latency_s:.2f}",
+                self.fpga or "-", self.gpu_draft, f"{m.latency_s:.2f}",
                 "" if self.paper_latency_s is None else f"{self.paper_latency_s:.2f}", diff,
-                f"{self.speedup:.2f}", self.speedup_vs, f"{m.goodput_tokens_s:.1f}",
-                f"{m.throughput_tokens_s:.1f}", f"{m.j_per_token_system:.2f}",
+                f"{self.speedup:.2f}", self.speedup_vs, f"{self.over_t2:.2f}",
+                f"{m.goodput_tokens_s:.1f}", f"{m.throughput_tokens_s:.1f}",
+                f"{m.j_per_token_system:.2f}",
                 "" if self.paper_j_per_token is None else f"{self.paper_j_per_token:.2f}",
                 f"{m.j_per_output_token_device:.2f}", f"{100 * m.stall_share:.1f}",
                 f"{100 * m.stalled_step_share:.1f}", f"{100 * m.comm_share:.4f}",
-                f"{100 * m.wasted_energy_share:.2f}"]
+                f"{100 * m.wasted_energy_share:.2f}",
+                f"{100 * m.prefetch_energy_share:.2f}", accuracy,
+                _paper_accuracy(self.config, self.mode, self.dataset)]
+
+
+def _paper_accuracy(config: str, mode: str, dataset: str) -> str:
+    values = PAPER_ACCURACY_PCT.get((config, "t2" if mode == "heteroreason" else mode))
+    if values is None or dataset not in DATASETS:
+        return ""
+    return f"{values[DATASETS.index(dataset)]:.1f}"
 
 
 def load_trace_sets(paths: Iterable[Path], *, prompt_tokens: int | None = None
@@ -134,42 +161,64 @@ def ordered_datasets(sets: dict[str, list[ProblemTrace]]) -> list[str]:
 
 
 def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
-              without_bt: dict[str, list[ProblemTrace]] | None, *, fpga: str | None = None,
-              gpu_draft: str = "measured",
+              without_bt: dict[str, list[ProblemTrace]] | None, *,
+              fpgas: Sequence[str] = ("artifact",), gpu_draft: str = "measured",
               keep_runs_for: tuple[str, str] | None = None,
               ) -> tuple[list[ReproRow], dict[tuple, SimulationResult]]:
-    """Every configuration, dataset and mode. Timelines are kept only for the first
-    :data:`PLOTTED_RUNS` problems of ``(config, dataset)`` of ``keep_runs_for`` (where the
-    Gantt plot picks its problem); every other result keeps its per-problem metrics alone."""
+    """Every configuration, dataset and mode, ``heteroreason`` once per FPGA model of
+    ``fpgas``; results keyed ``(config, dataset, backtracking, mode, fpga)`` (fpga ``""`` for
+    the GPU-only modes). Timelines are kept only for the first :data:`PLOTTED_RUNS` problems
+    of ``(config, dataset)`` of ``keep_runs_for`` (where the Gantt plot picks its problem);
+    every other result keeps its per-problem metrics alone."""
     rows, results = [], {}
     unmatched = sorted(set(without_bt or {}) - set(with_bt))
     if unmatched:
         raise ValueError(f"traces without backtracking for {', '.join(unmatched)} have no "
                          f"traces with backtracking to be compared with (those are for "
                          f"{', '.join(sorted(with_bt))})")
+    if not fpgas:
+        raise ValueError("fpgas must name at least one FPGA model")
     ordered = ordered_datasets(with_bt)
     for config_name in configs:
-        config = system_config(config_name, fpga=fpga, gpu_draft=gpu_draft)
+        systems = {f: system_config(config_name, fpga=f, gpu_draft=gpu_draft) for f in fpgas}
         for dataset in ordered:
             plan = [(True, m, with_bt[dataset]) for m in MODES_WITH_BT]
             if without_bt and dataset in without_bt:
                 plan += [(False, m, without_bt[dataset]) for m in MODES_WITHOUT_BT]
             reference: dict[bool, float] = {}  # the first mode of each plan: on its traces
+            t2: dict[bool, float] = {}
+            done = []
             for bt, mode, traces in plan:
-                result = simulate(traces, config, mode,
-                                  keep_runs=PLOTTED_RUNS if keep_runs_for == (config_name,
-                                                                              dataset) and bt
-                                  else False)
-                results[(config_name, dataset, bt, mode.value)] = result
-                reference.setdefault(bt, result.summary.latency_s)
+                keep = PLOTTED_RUNS if keep_runs_for == (config_name, dataset) and bt else False
+                for fpga in (fpgas if mode.on_fpga else ("",)):
+                    result = simulate(traces, systems[fpga or fpgas[0]], mode, keep_runs=keep)
+                    results[(config_name, dataset, bt, mode.value, fpga)] = result
+                    reference.setdefault(bt, result.summary.latency_s)
+                    if mode is ServingMode.T2:
+                        t2[bt] = result.summary.latency_s
+                    done.append((bt, mode, fpga, result))
+            for bt, mode, fpga, result in done:
+                latency = result.summary.latency_s
+                paper = fpga in ("", "artifact")  # the paper's figures are the artifact's line's
                 rows.append(ReproRow(
-                    config_name, dataset, bt, mode.value, result.summary,
-                    reference[bt] / result.summary.latency_s,
+                    config_name, dataset, bt, mode.value, fpga, gpu_draft, result.summary,
+                    reference[bt] / latency,
                     (MODES_WITH_BT if bt else MODES_WITHOUT_BT)[0].value,
-                    _paper(PAPER_LATENCY_S, config_name, mode.value, bt, dataset),
-                    _paper(PAPER_J_PER_TOKEN, config_name, mode.value, bt, dataset)))
+                    t2[bt] / latency,
+                    _paper(PAPER_LATENCY_S, config_name, mode.value, bt, dataset)
+                    if paper else None,
+                    _paper(PAPER_J_PER_TOKEN, config_name, mode.value, bt, dataset)
+                    if paper else None))
     return rows, results
 
+
+# what each GPU draft model is, for the options' help (the presets carry the full source)
+GPU_DRAFT_HELP = {
+    "measured": "fitted on the artifact's measured step profiles (RTX 3090)",
+    "paper": "the paper's claimed 125 tok/s (RTX 3090)",
+    "vllm-a100": "Qwen's published vLLM figure for Qwen2.5-0.5B-Instruct on an A100",
+    "hf-a100": "Qwen's published Transformers figure for Qwen2.5-0.5B-Instruct on an A100",
+}
 
 SOURCES_HEADER = ("config", "role", "model", "figures", "source")
 
@@ -223,25 +272,33 @@ def write_rows(rows: Sequence[ReproRow], out_dir: Path) -> tuple[Path, Path]:
     json_path = out_dir / "reproduction.json"
     json_path.write_text(json.dumps(
         [{"config": r.config, "dataset": r.dataset, "backtracking": r.backtracking,
-          "mode": r.mode, "speedup": r.speedup, "speedup_vs": r.speedup_vs,
+          "mode": r.mode, "fpga": r.fpga or None, "gpu_draft": r.gpu_draft,
+          "speedup": r.speedup, "speedup_vs": r.speedup_vs, "over_t2": r.over_t2,
           "paper_latency_s": r.paper_latency_s, "paper_j_per_token": r.paper_j_per_token,
           **asdict(r.metrics)} for r in rows], indent=1))
     return csv_path, json_path
 
 
-def add_trace_set_options(parser: argparse.ArgumentParser, *, fpga_help: str) -> None:
+def add_trace_set_options(parser: argparse.ArgumentParser, *, fpgas_help: str,
+                          default_fpgas: Sequence[str]) -> None:
     """The options the reproduction and the break-even share: the traces with backtracking,
-    the prompt length artifact traces lack, the configurations and the FPGA model."""
+    the prompt length artifact traces lack, the configurations, the FPGA models and the GPU
+    draft."""
     parser.add_argument("--traces", nargs="+", type=Path, default=None,
                         help="traces with backtracking: project JSONL files or artifact folders "
                              "(default: the bundled synthetic sets)")
     parser.add_argument("--prompt-tokens", type=int, default=None,
-                        help="prompt length for artifact traces that lack one")
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument("--fpga", default="artifact", choices=list(FPGA_MODELS), help=fpga_help)
+                        help="prompt length for artifact traces that lack one (default: none; "
+                             "an artifact trace without one is refused)")
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
+                        help="system configurations: config1 (0.5B draft, 7B PRM, 7B target), "
+                             "config2 (1.5B target)")
+    parser.add_argument("--fpgas", nargs="+", default=list(default_fpgas),
+                        choices=list(FPGA_MODELS), metavar="FPGA",
+                        help=f"{fpgas_help}; one of {', '.join(FPGA_MODELS)}")
     parser.add_argument("--gpu-draft", default="measured", choices=list(GPU_DRAFTS),
-                        help="the GPU draft: fitted on the measured step profiles (default) or "
-                             "the paper's claimed 125 tok/s")
+                        help="the GPU draft the GPU-only modes run: " + "; ".join(
+                            f"{name}: {text}" for name, text in GPU_DRAFT_HELP.items()))
 
 
 def check_trace_set_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

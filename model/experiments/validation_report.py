@@ -1,4 +1,4 @@
-"""The sections of the validation report (``scripts/validate.py``): level a, the scheduler
+"""The sections of the validation report (``heteroreason validate``): level a, the scheduler
 against the artifact simulator's schedule; level b, the GPU models against the artifact's step
 profiles and the scheduler's baseline against its token logs; level c, the paper's figures
 against this project's reproduction, factor by factor. Each section takes the artifact's folder

@@ -135,8 +135,10 @@ ARTIFACT_BOARD = "u280-300"
 DRAFT_MODEL = qwen2_config("qwen2.5-0.5b")
 
 # the GPU draft models a configuration can run with: the one fitted on the measured step
-# profiles (the configuration's own, the default) or the paper's claimed 125 tok/s
-GPU_DRAFTS = {"measured": None, "paper": "gpu/draft-paper"}
+# profiles (the configuration's own, the default), the paper's claimed 125 tok/s, and the same
+# 0.5B model on stacks deployed today, from published measurements (each preset's source)
+GPU_DRAFTS = {"measured": None, "paper": "gpu/draft-paper", "vllm-a100": "gpu/draft-vllm-a100",
+              "hf-a100": "gpu/draft-hf-a100"}
 
 # the last two figures of each: the busy-average system power the artifact measured with three
 # GPUs and with the FPGA and two GPUs (power_smoke_results.json)

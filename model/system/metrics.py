@@ -14,7 +14,11 @@ Speculation stall: the draft device idle with a finished step-ahead step, waitin
 verdict; reported as a share of the latency and as the share of steps that stalled.
 Communication share: link busy time / latency. Wasted work: intervals marked wasted
 (squashed step-ahead drafts, work a backtrack invalidated), their tokens and the energy above
-idle they cost; prefetches an accept interrupted are counted apart (their tokens are cached).
+idle they cost. The target's step-ahead prefetches of steps the PRM accepted are discarded too,
+except the tokens a later regeneration at the same position reuses from the partial-output
+cache: their energy above idle, times the share of their tokens never reused, counts as wasted
+and is reported apart (``prefetch_energy_share``). Accuracy: the share of problems whose trace
+says its answer was correct, among those whose trace says either (``None`` where none does).
 Hidden latency: busy time of all resources minus the latency (work that overlapped).
 """
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from heteroreason.model.system.config import SystemConfig
 from heteroreason.model.system.records import STATIONS, JobKind, ProblemRun, Station
 from heteroreason.model.timing.energy import device_energy_j
+from heteroreason.model.workload.traces import StepOutcome
 
 __all__ = ["DatasetMetrics", "MetricsTotals", "ProblemMetrics", "dataset_metrics",
            "problem_metrics"]
@@ -46,8 +51,11 @@ class ProblemMetrics:
     wasted_target_tokens: int
     energy_device_j: float
     energy_system_j: float
-    wasted_energy_j: float
+    wasted_energy_j: float  # discarded work, the accepted steps' unused prefetches included
     hidden_ms: float
+    prefetch_unused_tokens: float = 0.0
+    prefetch_energy_j: float = 0.0  # the unused prefetches' part of wasted_energy_j
+    correct: bool | None = None
 
 
 def _device_powers(config: SystemConfig, mode):
@@ -62,11 +70,16 @@ def problem_metrics(run: ProblemRun) -> ProblemMetrics:
     wasted = dict.fromkeys(STATIONS, 0.0)
     stall = 0.0
     wasted_draft = wasted_target = 0
+    prefetch_ms = prefetch_tokens = 0.0
     for iv in run.intervals:
         if iv.kind is JobKind.STALL:
             stall += iv.duration_ms
             continue
         busy[iv.resource] += iv.duration_ms
+        if (iv.kind is JobKind.PREFETCH and not iv.wasted
+                and run.trace.steps[iv.step].outcome is StepOutcome.ACCEPT):
+            prefetch_ms += iv.duration_ms
+            prefetch_tokens += iv.tokens
         if iv.wasted:
             wasted[iv.resource] += iv.duration_ms
             if iv.resource is Station.DRAFT and iv.kind is JobKind.DRAFT:
@@ -77,6 +90,10 @@ def problem_metrics(run: ProblemRun) -> ProblemMetrics:
     device_j = sum(device_energy_j(p, busy_ms=busy[res], total_ms=run.latency_ms)
                    for res, p in powers.items())
     wasted_j = sum(1e-3 * (p.active_w - p.idle_w) * wasted[res] for res, p in powers.items())
+    unused = max(0.0, prefetch_tokens - run.cached_tokens_reused)
+    target = powers[Station.TARGET]
+    prefetch_j = (1e-3 * (target.active_w - target.idle_w) * prefetch_ms * unused
+                  / prefetch_tokens) if prefetch_tokens else 0.0
     system_w = config.draft(run.mode).system_w
     drafted = sum(s.draft_tokens for s in run.trace.steps)
     return ProblemMetrics(
@@ -84,8 +101,9 @@ def problem_metrics(run: ProblemRun) -> ProblemMetrics:
         busy_ms=busy, wasted_ms=wasted, stall_ms=stall, stalled_steps=run.stalled_steps,
         steps=len(run.trace.steps), wasted_draft_tokens=wasted_draft,
         wasted_target_tokens=wasted_target, energy_device_j=device_j,
-        energy_system_j=1e-3 * system_w * run.latency_ms, wasted_energy_j=wasted_j,
-        hidden_ms=sum(busy.values()) - run.latency_ms)
+        energy_system_j=1e-3 * system_w * run.latency_ms,
+        wasted_energy_j=wasted_j + prefetch_j, hidden_ms=sum(busy.values()) - run.latency_ms,
+        prefetch_unused_tokens=unused, prefetch_energy_j=prefetch_j, correct=run.trace.correct)
 
 
 @dataclass(frozen=True)
@@ -104,6 +122,9 @@ class DatasetMetrics:
     wasted_energy_share: float
     hidden_s: float
     utilization: dict[str, float]
+    prefetch_unused_tokens: float = 0.0
+    prefetch_energy_share: float = 0.0
+    accuracy: float | None = None
 
     COLUMNS = ("problems", "latency s", "goodput tok/s", "throughput tok/s", "J/token (system)",
                "J/output token (devices)", "stall %", "stalled steps %", "comm %",
@@ -136,17 +157,22 @@ class MetricsTotals:
 
     _SUMS = ("latency_ms", "output_tokens", "drafted_tokens", "steps", "energy_device_j",
              "energy_system_j", "stall_ms", "stalled_steps", "wasted_draft_tokens",
-             "wasted_target_tokens", "wasted_energy_j", "hidden_ms")
+             "wasted_target_tokens", "wasted_energy_j", "hidden_ms", "prefetch_unused_tokens",
+             "prefetch_energy_j")
     _BUSY = ("link", "draft", "prm", "target")
 
     def __init__(self):
         self.problems = 0
+        self.judged = self.correct = 0
         self._sums = dict.fromkeys(self._SUMS, 0)
         self._busy = dict.fromkeys(self._BUSY, 0)
 
     def add(self, m: ProblemMetrics) -> None:
         self.problems += 1
         sums, busy = self._sums, self._busy
+        if m.correct is not None:
+            self.judged += 1
+            self.correct += m.correct
         for name in self._SUMS:
             sums[name] += getattr(m, name)
         for name in self._BUSY:
@@ -175,6 +201,9 @@ class MetricsTotals:
             wasted_energy_share=_per(s["wasted_energy_j"], s["energy_device_j"]),
             hidden_s=s["hidden_ms"] / n / 1e3,
             utilization={r: busy[r] / latency for r in ("draft", "prm", "target")},
+            prefetch_unused_tokens=s["prefetch_unused_tokens"] / n,
+            prefetch_energy_share=_per(s["prefetch_energy_j"], s["energy_device_j"]),
+            accuracy=self.correct / self.judged if self.judged else None,
         )
 
 

@@ -142,7 +142,7 @@ _ARTIFACT = "artifact simulator configs (Hardware/simulator/configs/config1.json
 _MAC_RATIO_1P5B_TO_7B = (qwen2_config("qwen2.5-1.5b").macs_per_token()
                          / qwen2_config("qwen2.5-7b").macs_per_token())
 
-# the step profiles every measured GPU preset is fitted on (scripts/device_models.py measured
+# the step profiles every measured GPU preset is fitted on (heteroreason devices measured
 # --write writes the fits into model/timing/data/gpu_fits.json, which the presets read;
 # tests/model/timing/test_measured_gpu.py refits them and checks each preset against the fit)
 MEASURED_PROFILES = "the artifact's Config2 step profiles (AE_hardware/inputs/step_profile_csv)"
@@ -156,6 +156,28 @@ def _measured_draft(name: str, fit: FittedRole) -> LlmTiming:
                      decode_ms_per_kv_token=fit.ms_per_kv_token,
                      prefill_call_ms=16.123062, prefill_ms_per_token=0.006210,
                      source=fit.source + _DRAFT_PREFILL)
+
+
+_QWEN_SPEED = ("Qwen2.5 speed benchmark (qwen.readthedocs.io, 'Speed Benchmark'; QwenLM/Qwen2.5 "
+               "docs/source/benchmark/speed_benchmark.rst): Qwen2.5-0.5B-Instruct, BF16, one "
+               "A100 80GB, batch 1, 2,048 tokens generated")
+
+
+def _published_draft(name: str, stack: str, tok_s_input_1: float,
+                     tok_s_input_6144: float) -> LlmTiming:
+    """A GPU draft from two published speeds: a token's cost at input length 1, and the KV
+    term from the cost's change at input length 6,144 (the mean context over the 2,048
+    generated tokens is 6,143 tokens longer); a rise that is not positive gives no KV term."""
+    base = 1e3 / tok_s_input_1
+    kv = max(0.0, (1e3 / tok_s_input_6144 - base) / 6143)
+    return LlmTiming(name, "qwen2.5-0.5b", "a100-80gb", decode_ms_per_token=round(base, 6),
+                     decode_ms_per_kv_token=round(kv, 9), prefill_call_ms=16.123062,
+                     prefill_ms_per_token=0.006210,
+                     source=f"{_QWEN_SPEED} with {stack}: {tok_s_input_1} tok/s at input 1, "
+                            f"{tok_s_input_6144} at input 6,144 (a token {base:.3f} ms + "
+                            f"{kv:.3g} ms per KV token); prefill: the artifact's config1/draft; "
+                            "power: the configuration's RTX 3090 figure kept (no A100 "
+                            "measurement)" )
 
 
 def _presets() -> dict[str, LlmTiming]:
@@ -188,6 +210,10 @@ def _presets() -> dict[str, LlmTiming]:
                   prefill_call_ms=16.123062, prefill_ms_per_token=0.006210,
                   source="the paper's claim: 125 tok/s (Config1, RSD, MATH500), the "
                          "artifact's config1/draft" + _DRAFT_PREFILL),
+        # the same 0.5B draft on an A100 80GB at batch 1, from Qwen's published speed
+        # benchmark (2,048 tokens generated after 1 and after 6,144 input tokens)
+        _published_draft("gpu/draft-vllm-a100", "vLLM 0.6.3", 311.55, 304.79),
+        _published_draft("gpu/draft-hf-a100", "Transformers 4.46.0", 47.40, 47.45),
         # the FPGA draft of the artifact's simulator (300 MHz U280; V80 projected)
         LlmTiming("fpga/artifact-u280", "qwen2.5-0.5b", "u280-300", decode_ms_per_token=5.74,
                   decode_ms_per_kv_token=0.002464, source=_ARTIFACT),

@@ -1,5 +1,5 @@
 """The GPU presets' measured coefficients, as the fitter wrote them: a data file
-(``model/timing/data/gpu_fits.json``) that ``scripts/device_models.py measured --write``
+(``model/timing/data/gpu_fits.json``) that ``heteroreason devices measured --write``
 writes from the step profiles (:func:`~heteroreason.model.timing.measured_gpu.fit_roles`) and
 the presets of :mod:`~heteroreason.model.timing.device_timing` read; no coefficient is typed
 by hand. Each role's entry holds its call cost, its cost a token and a KV entry (in ms, four

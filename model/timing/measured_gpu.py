@@ -81,7 +81,7 @@ class RoleFit:
         rows = " + ".join(f"{n} {name}" for name, n in self.rows.items())
         cross = ", ".join(f"{c.fitted_on}->{c.tested_on} {c.median_abs_pct_error:.1f} %"
                           for c in self.cross)
-        return (f"Huber fit of {files} ({rows} rows; scripts/device_models.py measured): "
+        return (f"Huber fit of {files} ({rows} rows; heteroreason devices measured): "
                 f"median |error| {self.median_abs_pct_error:.1f} %, cross-validated {cross}; "
                 f"KV term: {self.kv_note}")
 

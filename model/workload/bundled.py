@@ -1,7 +1,7 @@
 """Traces shipped with the package, so the project runs with no external data.
 
 They are synthetic, made by :func:`heteroreason.model.workload.trace_synth.generate_traces` with the
-seed and size recorded here (``scripts/traces.py generate --dataset all --problems 100
+seed and size recorded here (``heteroreason traces generate --dataset all --problems 100
 --seed 2026 --out model/workload/data/traces`` writes them again, byte for byte).
 """
 

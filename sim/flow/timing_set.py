@@ -1,4 +1,4 @@
-"""Named lists of tops and parameters for ``scripts/timing_report.py`` (one definition for the
+"""Named lists of tops and parameters for ``heteroreason timing`` (one definition for the
 report, CI's checks and the closing tables)."""
 
 from __future__ import annotations

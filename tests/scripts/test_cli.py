@@ -257,9 +257,9 @@ def test_traces_without_backtracking_need_their_dataset(tmp_path):
     proc = run("reproduce.py", "--traces", tmp_path / "gsm8k.jsonl", "--no-bt-traces",
                tmp_path / "nobt" / "math500.jsonl", "--no-plots", "--out", tmp_path / "out")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == (
-        "reproduce: error: traces without backtracking for math500 have no traces with "
-        "backtracking to be compared with (those are for gsm8k)")
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "heteroreason reproduce: error: traces without backtracking for math500 have no traces "
+        "with backtracking to be compared with (those are for gsm8k)")
 
 
 def test_generation_beyond_the_context_exits_2_and_writes_nothing(tmp_path):

@@ -4,7 +4,7 @@ measured points, the fit of the per-operator overheads, and the committed calibr
 A calibration file (JSON, ``model/timing/fpga/data/decoder_core.json``) holds the fitted
 overheads, the points they were fitted on and the held-out points with their errors, and the
 hash of the RTL sources it came from: :func:`load_calibration` refuses a file whose hash differs
-from the sources installed (recalibrate with ``scripts/calibrate.py``) or that lacks a field.
+from the sources installed (recalibrate with ``heteroreason calibrate``) or that lacks a field.
 The sources are every file under ``rtl/`` and the specification's modules they import
 (:func:`rtl_sources`). The hash is over the sources' code (their syntax trees without
 docstrings), so comments and documentation can change without a recalibration; any change
@@ -193,7 +193,7 @@ def load_calibration(path: Path = CALIBRATION_FILE, *, check_rtl: bool = True) -
     """Read a calibration file; with ``check_rtl`` it must come from the installed RTL."""
     path = Path(path)
     if not path.exists():
-        raise CalibrationError(f"{path}: no calibration file (run scripts/calibrate.py)")
+        raise CalibrationError(f"{path}: no calibration file (run heteroreason calibrate)")
     try:
         obj = loads_json(read_text(path), str(path))
     except InputError as exc:
@@ -216,7 +216,7 @@ def load_calibration(path: Path = CALIBRATION_FILE, *, check_rtl: bool = True) -
         raise CalibrationError(
             f"{path}: calibrated on RTL {obj['rtl_hash'][:12]} (revision "
             f"{obj['rtl_revision'][:12]}), but the RTL here is {rtl_hash()[:12]}: "
-            "recalibrate with scripts/calibrate.py")
+            "recalibrate with heteroreason calibrate")
     overheads = Overheads(**{f.name: float(got[f.name]) for f in fields(Overheads)})
     return Calibration(overheads, obj["rtl_hash"], obj["rtl_revision"],
                        tuple(Point.from_json(p, str(path)) for p in obj["train"]),

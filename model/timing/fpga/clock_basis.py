@@ -1,5 +1,5 @@
 """What backs a board's clock: the committed timing evidence of the decoder's units at the widths
-of the design chosen for the U280 (``scripts/timing_report.py --set u280 --write-evidence``),
+of the design chosen for the U280 (``heteroreason timing --set u280 --write-evidence``),
 read against the LUT budget of the board's clock.
 
 The evidence file holds, per top, the logic levels of its UltraScale+ netlist
@@ -22,7 +22,7 @@ __all__ = ["ECP5_EVIDENCE_FILE", "EVIDENCE_FILE", "EVIDENCE_FORMAT", "LUT_NS_ULT
            "lut_budget"]
 
 EVIDENCE_FILE = Path(__file__).parent / "data" / "timing_evidence.json"
-# the tops at small widths placed and routed on the ECP5 (``scripts/timing_report.py --set
+# the tops at small widths placed and routed on the ECP5 (``heteroreason timing --set
 # small --ecp5 --write-evidence``): what the RTL's structure reaches on a routed part
 ECP5_EVIDENCE_FILE = Path(__file__).parent / "data" / "ecp5_evidence.json"
 EVIDENCE_FORMAT = "heteroreason-timing/1"
@@ -62,7 +62,7 @@ class ClockBasis:
         mhz = f"{self.clock_hz / 1e6:g} MHz"
         if self.stale:
             return (f"{mhz}: assumed (the timing evidence is from other RTL, "
-                    f"{self.rtl_hash[:12]}; rerun scripts/timing_report.py --set u280 "
+                    f"{self.rtl_hash[:12]}; rerun heteroreason timing --set u280 "
                     "--write-evidence)")
         names = ", ".join(f"{t.top} {t.levels}" for t in self.within)
         text = f"{mhz}: within the {self.budget_levels}-level budget: {names or 'none'}"
@@ -81,7 +81,7 @@ def load_evidence(path: Path = EVIDENCE_FILE) -> tuple[str, tuple[TopTiming, ...
     """``(rtl hash, tops)`` of an evidence file; a clear error naming the file and field."""
     path = Path(path)
     if not path.exists():
-        raise InputError(str(path), "no timing evidence (run scripts/timing_report.py --set "
+        raise InputError(str(path), "no timing evidence (run heteroreason timing --set "
                          "u280 --write-evidence)")
     obj = loads_json(read_text(path), str(path))
     if not isinstance(obj, dict):
@@ -127,7 +127,7 @@ class Ecp5Basis:
     def summary(self) -> str:
         if self.stale:
             return (f"ECP5: no evidence of this RTL (the file is from {self.rtl_hash[:12]}; "
-                    "rerun scripts/timing_report.py --set small --ecp5 --write-evidence)")
+                    "rerun heteroreason timing --set small --ecp5 --write-evidence)")
         part = self.tops[0].ecp5_part
         target = min(t.ecp5_target_mhz for t in self.tops)
         lowest = min(self.tops, key=lambda t: t.ecp5_mhz)
@@ -142,7 +142,7 @@ class Ecp5Basis:
 def ecp5_basis(path: Path = ECP5_EVIDENCE_FILE) -> Ecp5Basis:
     """The ECP5 evidence (every entry must carry its place-and-route figures)."""
     if not Path(path).exists():
-        raise InputError(str(path), "no ECP5 evidence (run scripts/timing_report.py --set "
+        raise InputError(str(path), "no ECP5 evidence (run heteroreason timing --set "
                          "small --ecp5 --write-evidence)")
     recorded, tops = load_evidence(path)
     for k, t in enumerate(tops):

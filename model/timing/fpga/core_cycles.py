@@ -155,8 +155,11 @@ class CoreTiming:
     def weight_stream_beats(self, *, keep_logits: bool = True, batch: int = 1) -> int:
         """Stream beats of one pass: the weight bytes over the stream width (an embedding row
         a token of the ``batch``)."""
-        mv = sum(w for _, _, w in self.operators(0, keep_logits=keep_logits))
-        return (mv + batch * self.embed_row_beats) * self.params.ratio
+        c, p = self.config, self.params
+        mv = sum(getattr(c, op.rows) // p.rows_per_beat * -(-getattr(c, op.cols) // p.lanes)
+                 for _, op in token_operators(c.layers, keep_logits=keep_logits)
+                 if op.unit is Unit.MATVEC)  # the beats of _cycles, without the compute
+        return (mv + batch * self.embed_row_beats) * p.ratio
 
     def token_cycles(self, position: int, *, keep_logits: bool = True) -> float:
         """Cycles from taking a token at ``position`` to being done with it (its sample out)."""

@@ -1,6 +1,8 @@
 """The FPGA draft's break-even: found where the latencies meet, reported outside its range,
 refused for bad ranges and modes; the script prints the table and checks its arguments."""
 
+import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +66,7 @@ def test_both_modes_read_one_curve(traces):
 def test_a_break_even_outside_the_range_says_so(traces):
     faster = break_even(traces, CONFIG, "baseline", low_ms=0.05, high_ms=0.1)
     assert faster.crossing is Crossing.FPGA_FASTER_THROUGHOUT and faster.ms_per_token is None
-    assert faster.cells()[4] == "> 0.1"
+    assert faster.cells()[5] == "> 0.1"
     slower = break_even(traces, CONFIG, "t2", low_ms=60, high_ms=100)
     assert slower.crossing is Crossing.FPGA_SLOWER_THROUGHOUT and slower.ms_per_token is None
     assert "slower even at 60" in slower.describe()
@@ -99,27 +101,33 @@ def run(*args):
 def test_the_script_prints_the_table_and_the_plot(tmp_path, traces):
     path = tmp_path / "math500.jsonl"
     dump_traces(traces[:6], path)
-    out = tmp_path / "plot" / "be.png"
+    out = tmp_path / "plot"
     proc = run("--traces", path, "--configs", "config1", "--range", "0.5", "40", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert any(line.split()[:3] == ["config1", "math500", "t2"] for line in lines)
-    assert any(line.split()[:3] == ["config1", "math500", "baseline"] for line in lines)
-    assert out.stat().st_size > 10_000
+    lines = [line.split() for line in proc.stdout.splitlines()]
+    for fpga in ("fpga/artifact-u280", "fpga/rtl-u280-300"):  # each FPGA model's own rows
+        for mode in ("t2", "baseline"):
+            assert [line[:4] for line in lines].count(["config1", "math500", fpga, mode]) == 1
+    assert (out / "break_even.png").stat().st_size > 10_000
+    rows = list(csv.DictReader((out / "break_even.csv").read_text().splitlines()))
+    assert len(rows) == 4 and json.loads((out / "break_even.json").read_text())[0] == rows[0]
+    record = json.loads((out / "run.json").read_text())
+    assert record["command"][:2] == ["heteroreason", "break-even"]
+    assert set(record["models"]) == {"artifact", "rtl-u280-300"}
 
 
-def test_the_reproduction_prints_it_under_its_table(tmp_path, traces):
-    path = tmp_path / "math500.jsonl"
-    dump_traces(traces[:4], path)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--traces",
-                           str(path), "--configs", "config1", "--no-plots", "--break-even",
-                           "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    table, _, below = proc.stdout.partition("break-even of the FPGA draft")
-    assert "heteroreason" in table
-    assert [line.split()[:3] for line in below.splitlines()[2:4]] == [
-        ["config1", "math500", "t2"], ["config1", "math500", "baseline"]]
+def test_the_verdict_agrees_with_the_bisection(traces):
+    """The main job's quicker search (false position with probes) lands within its tolerance
+    of the bisection's break-even."""
+    from heteroreason.model.experiments.verdict import BREAK_EVEN_TOLERANCE_MS, break_even_vs_t2
+
+    config = system_config("config1", fpga="rtl-u280-300")
+    bisected = break_even(traces, config, "t2", tolerance_ms=0.005)
+    quick = break_even_vs_t2(traces, config, bisected.against_latency_s)
+    assert quick.crossing is Crossing.FOUND
+    assert abs(quick.ms_per_token - bisected.ms_per_token) <= BREAK_EVEN_TOLERANCE_MS + 0.005
+    assert heteroreason_latency_s(traces, config, quick.ms_per_token) <= \
+        bisected.against_latency_s
 
 
 def test_a_cheaper_ingest_never_slows_heteroreason(traces):
@@ -151,7 +159,7 @@ def test_a_cheaper_ingest_never_slows_heteroreason(traces):
 def test_the_script_prints_the_ingest_table(tmp_path, traces):
     path = tmp_path / "gsm8k.jsonl"
     dump_traces(load_bundled("gsm8k")[:2], path)
-    proc = run("--traces", path, "--configs", "config2", "--no-plot", "--fpga", "rtl-u280-300",
+    proc = run("--traces", path, "--configs", "config2", "--no-plots", "--fpgas", "rtl-u280-300",
                "--against", "t2", "--ingest-scales", "1", "0.25")
     assert proc.returncode == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.partition("shadow ingest")[2].splitlines()]
@@ -165,7 +173,7 @@ def test_the_script_prints_the_ingest_table(tmp_path, traces):
     (["--ingest-scales", "-1"], "--ingest-scales must be finite numbers >= 0, not -1"),
     (["--range", "5", "1"], "--range must be two finite numbers 0 < LOW_MS < HIGH_MS, not 5 1"),
     (["--range", "0", "1"], "--range must be two finite numbers"),
-    (["--out", "{tmp}/plot.svg"], "--out must name a .png file, not '{tmp}/plot.svg'"),
+    (["--out", "/dev/null/be"], "--out: "),
     (["--against", "heteroreason"], "invalid choice: 'heteroreason'"),
     (["--traces", "{tmp}/absent.jsonl"], "absent.jsonl"),
 ])
@@ -178,7 +186,6 @@ def test_the_script_refuses_bad_arguments(tmp_path, args, message):
 
 
 def test_a_stale_calibration_is_refused_before_any_replay(tmp_path, monkeypatch, capsys):
-    import importlib.util
     import json
 
     from heteroreason.model.timing.fpga import calibration, platform
@@ -187,16 +194,13 @@ def test_a_stale_calibration_is_refused_before_any_replay(tmp_path, monkeypatch,
     stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
     monkeypatch.setattr(platform, "CALIBRATION_FILE", stale)
     platform._committed_calibration.cache_clear()
-    spec = importlib.util.spec_from_file_location("break_even_script",
-                                                  ROOT / "scripts" / "break_even.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from heteroreason.commands import break_even as script
     try:
-        code = script.main(["--configs", "config1", "--out", str(tmp_path / "be.png")])
+        code = script.main(["--configs", "config1", "--out", str(tmp_path / "be")])
     finally:
         platform._committed_calibration.cache_clear()
     err = capsys.readouterr().err
     assert code == 2
-    assert f"break_even: error: {stale}: calibrated on RTL 000000000000" in err
-    assert "recalibrate with scripts/calibrate.py" in err
-    assert "replays" not in err and not (tmp_path / "be.png").exists()
+    assert f"break-even: error: {stale}: calibrated on RTL 000000000000" in err
+    assert "recalibrate with heteroreason calibrate" in err
+    assert "replays" not in err and not (tmp_path / "be").exists()

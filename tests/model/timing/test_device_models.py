@@ -70,7 +70,7 @@ def test_presets_reproduce_the_artifact_figures():
     with pytest.raises(KeyError, match=r"^\"unknown timing preset 'fpga/u55'; choose one of "
                                        r"config1/draft, config1/prm, config1/target, "
                                        r"config2/draft, config2/prm, config2/target, "
-                                       r"gpu/draft-paper, "
+                                       r"gpu/draft-paper, gpu/draft-vllm-a100, gpu/draft-hf-a100, "
                                        r"fpga/artifact-u280, fpga/artifact-u280-config2, "
                                        r"fpga/artifact-v80\"$"):
         timing("fpga/u55")

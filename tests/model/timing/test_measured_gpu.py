@@ -121,7 +121,7 @@ def test_the_paper_draft_is_a_named_choice_never_the_default():
     assert (paper.decode_ms_per_token, paper.decode_call_ms) == (8.0, 0.0)
     assert paper.source.startswith("the paper's claim")
     with pytest.raises(ValueError, match=r"^unknown GPU draft model 'fast'; choose one of "
-                                         r"measured, paper$"):
+                                         r"measured, paper, vllm-a100, hf-a100$"):
         system_config("config2", gpu_draft="fast")
 
 

@@ -173,7 +173,7 @@ def test_calibration_file_checks(tmp_path):
                                                r"stale\.json: calibrated on RTL 000000000000 "
                                                r"\(revision abc\), but the RTL here is "
                                                rf"{rtl_hash()[:12]}: recalibrate with "
-                                               r"scripts/calibrate\.py$"):
+                                               r"heteroreason calibrate$"):
         load_calibration(stale)
     missing = tmp_path / "missing.json"
     missing.write_text(json.dumps({k: v for k, v in obj.items() if k != "overheads"}))
@@ -182,7 +182,7 @@ def test_calibration_file_checks(tmp_path):
         load_calibration(missing)
     with pytest.raises(CalibrationError, match=rf"^{re.escape(str(tmp_path))}/"
                                                r"nope\.json: no calibration file \(run "
-                                               r"scripts/calibrate\.py\)$"):
+                                               r"heteroreason calibrate\)$"):
         load_calibration(tmp_path / "nope.json")
     broken = tmp_path / "broken.json"
     broken.write_text("{")

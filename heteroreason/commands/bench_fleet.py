@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Benchmark the fleet simulator: many problems through one fleet on one core, and capacity
+searches serially against a local Dask cluster.
+
+    heteroreason bench fleet                      # 100,000 problems (target: < 60 s)
+    heteroreason bench fleet --problems 20000
+    heteroreason bench fleet --searches --workers 2
+
+The throughput run: Config1 HeteroReason, pools 8:2:2, MATH500 and GSM8K equally mixed, Poisson
+arrivals at 0.5/s, no per-problem timeline checks; prints events/s, problems/s, peak memory
+and the load it ran at (each pool's utilization, the P99 latency). ``--searches``: a capacity
+search at the SLO for the four bundled datasets x three systems (GPU-only t2 2:1:1,
+HeteroReason 2:1:1, HeteroReason of equal power), serially and on ``--workers`` local Dask
+workers; prints both times, the speed-up, and whether the results are identical.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+
+from heteroreason.commands.common import command_parser
+from heteroreason.model.executor import executor
+from heteroreason.model.fleet.engine import simulate_fleet
+from heteroreason.model.fleet.metrics import fleet_metrics
+from heteroreason.model.fleet.search import (
+    FleetPoint,
+    bundled_workload,
+    capacities,
+    compare_points,
+)
+from heteroreason.model.fleet.workload import sample_workload
+
+DATASETS = ("math500", "gsm8k", "olympiadbench", "gaokao2023en")
+TARGET_S = 60.0
+
+
+def throughput(problems: int, seed: int, rate: float = 0.5) -> int:
+    point = FleetPoint(config="config1", mode="heteroreason", drafts=8, prms=2, targets=2,
+                       datasets=("math500", "gsm8k"), rate_per_s=rate, problems=problems,
+                       seed=seed)
+    traces, times = sample_workload(bundled_workload(point.datasets, point.mode),
+                                    point.arrivals(), problems, seed)
+    start = time.perf_counter()
+    run = simulate_fleet(point.spec(), traces, times, check=False)
+    seconds = time.perf_counter() - start
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{point.label} at {point.rate_per_s}/s (seed {seed}): {problems:,} problems, "
+          f"{run.events:,} events in {seconds:.1f} s — {run.events / seconds:,.0f} events/s, "
+          f"{problems / seconds:,.0f} problems/s, {1e3 * seconds / problems:.2f} ms/problem; "
+          f"peak memory {peak_mib:.0f} MiB")
+    m = fleet_metrics(run)
+    print("load: utilization " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in
+                                           m.utilization.items())
+          + f"; P50 {m.p50_s:.1f} s, P99 {m.p99_s:.1f} s")
+    if problems >= 100_000:
+        verdict = "meets" if seconds < TARGET_S * problems / 100_000 else "misses"
+        print(f"target: {problems:,} problems in < {TARGET_S * problems / 100_000:.0f} s — "
+              f"{verdict} it")
+    return 0
+
+
+def searches(workers: int, problems: int, slo_s: float) -> int:
+    points = []
+    for dataset in DATASETS:
+        points += compare_points(FleetPoint(drafts=2, prms=1, targets=1, datasets=(dataset,),
+                                            problems=problems))
+    timings, results = {}, {}
+    for name, kwargs in (("serial", {}), (f"dask x{workers}", {"workers": workers})):
+        with executor(**kwargs) as ex:
+            start = time.perf_counter()
+            results[name] = capacities(ex, points, slo_s)
+            timings[name] = time.perf_counter() - start
+        print(f"{len(points)} capacity searches ({len(DATASETS)} datasets x 3 systems, "
+              f"{problems} problems per point, SLO {slo_s:g} s) {name}: {timings[name]:.1f} s")
+    serial, parallel = timings.values()
+    same = results["serial"] == results[f"dask x{workers}"]
+    print(f"speed-up {serial / parallel:.2f}x; results identical: {same}")
+    for row in results["serial"]:
+        print(f"  {row['system']:<44} capacity {row['capacity_per_s']:.4f}/s "
+              f"({row['evaluations']} runs)")
+    return 0 if same else 1
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = command_parser(__doc__, prog=prog)
+    parser.add_argument("--problems", type=int, default=100_000, help='problems through one fleet')
+    parser.add_argument("--seed", type=int, default=0, help='seed of the arrivals')
+    parser.add_argument("--searches", action="store_true",
+                        help="time the capacity searches serially and on a local Dask cluster")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="processes of the local Dask cluster")
+    parser.add_argument("--search-problems", type=int, default=300,
+                        help="problems a point of a capacity search")
+    parser.add_argument("--slo", type=float, default=120.0, help="P99 SLO in s (searches)")
+    args = parser.parse_args(argv)
+    for name in ("problems", "workers", "search_problems"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, not "
+                         f"{getattr(args, name)}")
+    if args.seed < 0:
+        parser.error(f"--seed must be a non-negative integer, not {args.seed}")
+    if not args.slo > 0:
+        parser.error(f"--slo must be > 0, not {args.slo}")
+    if args.searches:
+        try:
+            return searches(args.workers, args.search_problems, args.slo)
+        except RuntimeError as exc:  # no Dask, or its cluster would not start
+            print(f"bench_fleet: error: {exc}", file=sys.stderr)
+            return 2
+    return throughput(args.problems, args.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

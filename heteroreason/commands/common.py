@@ -1,0 +1,177 @@
+"""What every subcommand shares: its parser (the description whole, the docstring's examples
+below the options, every option's default shown), ``--quiet`` and ``--verbose``, the messages
+that go to standard error, and progress bars.
+
+Standard output carries results only (tables, the files written); notes, warnings and progress
+go to standard error. ``--quiet`` silences notes and progress, ``--verbose`` adds detail notes.
+Progress bars are tqdm's (:func:`progress`): one line that rewrites itself on a terminal, with
+the rate and the time left, and nothing when standard error is not a terminal or under
+``--quiet``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+__all__ = ["CommandParser", "command_parser", "describe", "detail", "note", "progress",
+           "write_run_record", "write_table"]
+
+T = TypeVar("T")
+
+# set by CommandParser.parse_args: 0 quiet, 1 normal, 2 verbose
+_VERBOSITY = [1]
+
+
+def describe(doc: str | None) -> tuple[str, str]:
+    """``(description, epilog)`` of a command's docstring: its first paragraph joined into one
+    line (never cut), and the rest as written."""
+    text = (doc or "").strip("\n")
+    first, _, rest = text.partition("\n\n")
+    return " ".join(line.strip() for line in first.splitlines()), rest.strip("\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's layout and shows each option's default where its help does not."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, False, argparse.SUPPRESS)
+                or not action.option_strings or isinstance(action, argparse._VersionAction)):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+        return f"{text} (default: {shown})".lstrip()
+
+
+class _Subcommands(argparse._SubParsersAction):
+    """Subcommands whose one-line help is also their description."""
+
+    def add_parser(self, name, **kwargs):
+        if "help" in kwargs:
+            kwargs.setdefault("description", kwargs["help"])
+        return super().add_parser(name, **kwargs)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` with ``--quiet`` and ``--verbose``; parsing sets how
+    much :func:`note`, :func:`detail` and :func:`progress` say."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, formatter_class=_Formatter, **kwargs)
+        group = self.add_mutually_exclusive_group()
+        group.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                           help="print results only: no notes, no progress bars")
+        group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help="print detail notes on standard error")
+
+    def add_subparsers(self, **kwargs):
+        kwargs.setdefault("action", _Subcommands)
+        return super().add_subparsers(**kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, rest = super().parse_known_args(args, namespace)
+        _VERBOSITY[0] = 0 if getattr(parsed, "quiet", False) else \
+            2 if getattr(parsed, "verbose", False) else 1
+        return parsed, rest
+
+
+def command_parser(doc: str | None, *, prog: str | None = None, **kwargs) -> CommandParser:
+    """The parser of a command whose module docstring is ``doc``."""
+    description, epilog = describe(doc)
+    return CommandParser(prog=prog, description=description,
+                         epilog=kwargs.pop("epilog", None) or epilog or None, **kwargs)
+
+
+def note(message: str) -> None:
+    """A note on standard error (silent under ``--quiet``)."""
+    if _VERBOSITY[0] >= 1:
+        print(message, file=sys.stderr, flush=True)
+
+
+def detail(message: str) -> None:
+    """A detail on standard error (only under ``--verbose``)."""
+    if _VERBOSITY[0] >= 2:
+        print(message, file=sys.stderr, flush=True)
+
+
+def progress(items: Iterable[T], *, total: int | None = None, desc: str = "",
+             unit: str = "it") -> Iterator[T]:
+    """``items``, with a tqdm progress bar (rate and time left) on standard error while they
+    are consumed; no bar under ``--quiet`` or when standard error is not a terminal."""
+    from tqdm import tqdm  # imported on use: --help stays fast
+
+    disable = _VERBOSITY[0] == 0 or not sys.stderr.isatty()
+    yield from tqdm(items, total=total, desc=desc, unit=unit, disable=disable,
+                    file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def _git_commit() -> str | None:
+    """The commit of the source tree this package runs from, where it is a git checkout."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def write_run_record(out_dir, *, command: str, argv: list[str], models: dict, seeds: dict,
+                     outputs: list) -> object:
+    """``OUT/run.json``: what made the folder's outputs: the command line, the package's
+    version, the git commit (where the package runs from a checkout), every model and preset
+    with its source, the seeds and the files written. Written whole (a temporary file
+    renamed over it)."""
+    import json
+    import os
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+    from pathlib import Path
+
+    try:
+        package_version = version("heteroreason")
+    except PackageNotFoundError:
+        package_version = None
+    record = {"command": ["heteroreason", *command.split(), *argv],
+              "version": package_version, "git_commit": _git_commit(),
+              "python": platform.python_version(), "models": models, "seeds": seeds,
+              "outputs": [str(Path(p).name) for p in outputs]}
+    path = Path(out_dir) / "run.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_table(stem, header, rows) -> list:
+    """A printed table as ``STEM.csv`` and ``STEM.json`` (a list of objects keyed by the
+    header), each written whole (a temporary file renamed over it)."""
+    import csv
+    import io
+    import json
+    import os
+    from pathlib import Path
+
+    stem = Path(stem)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    written = []
+    for suffix, text in ((".csv", buffer.getvalue()),
+                         (".json", json.dumps([dict(zip(header, r, strict=True)) for r in rows],
+                                              indent=1) + "\n")):
+        path = stem.with_suffix(suffix)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        written.append(path)
+    return written

@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""Fleet-scale serving: problems arriving over pools of draft devices, PRM GPUs and target GPUs.
+
+    heteroreason fleet simulate --rate 0.2 --pools 4 2 2 --out build/fleet
+    heteroreason fleet sweep --rates 0.05 0.1 0.2 0.4 --out build/fleet --workers 2
+    heteroreason fleet capacity --slo 60 --configs config1 config2 --out build/fleet
+    heteroreason fleet compare --slo 60 --pools 4 1 1 --out build/fleet
+    heteroreason fleet costs --config config1      # the cost model and its sources
+    heteroreason fleet size --slo 120 --drafts 1 2 4 8 --prms 1 2 --targets 1 2 --rate 0.2
+
+``simulate`` runs one fleet at one load (metrics, a CSV/JSON record, Chrome traces of its first
+problems and of every device over a window); ``sweep`` latency against load (CSV, JSON, PNG);
+``capacity`` the highest arrival rate whose P99 meets the SLO for each configuration and dataset;
+``compare`` HeteroReason pools against GPU-only (t2) pools at equal device count and at equal
+active power, and how much of the batch-1 speed-up survives at 50 % and 90 % of capacity;
+``size`` the capacity of every pool size of a grid, the frontier of capacity against power, the
+pool ratio of the most goodput per kW and (with ``--rate``) the least-power one that carries that
+load; ``costs`` the batched cost model's coefficients with their sources. Sweeps and searches run
+serially, on a local Dask cluster (``--workers N``) or an existing one (``--scheduler
+tcp://HOST:PORT`` or ``$DASK_SCHEDULER_ADDRESS``); the results are the same. Bad input exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from heteroreason.commands.common import command_parser
+from heteroreason.model.executor import executor, run_chunked
+from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
+from heteroreason.model.files import InputError, output_problem
+from heteroreason.model.fleet.devices import FleetError
+from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
+from heteroreason.model.fleet.metrics import fleet_metrics
+from heteroreason.model.fleet.search import (
+    CAPACITY_SPAN_SLOS,
+    FleetPoint,
+    bundled_workload,
+    capacities,
+    compare_points,
+    evaluate,
+    load_curve,
+    point_record,
+    power_frontier,
+    size_points,
+    speedup_points,
+    speedup_rows,
+)
+from heteroreason.model.fleet.timeline import fleet_chrome_trace
+from heteroreason.model.fleet.workload import load_arrival_trace, sample_workload
+from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, ServingMode, system_config
+from heteroreason.model.system.simulate import chrome_trace
+from heteroreason.model.timing.batch_cost import fit_per_item_ms, published_checks
+from heteroreason.model.workload.bundled import BUNDLED_DIR
+
+DATASETS = sorted(p.stem for p in BUNDLED_DIR.glob("*.jsonl"))
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text} must be > 0")
+        return value
+    return parse
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
+    return value
+
+
+def _options(parser: argparse.ArgumentParser, *, rate: bool = True, configs: bool = False,
+             modes: bool = False) -> None:
+    """The options every fleet subcommand shares; ``configs`` and ``modes`` take lists (in
+    place of ``--config`` and ``--mode``) where the subcommand compares several."""
+    if configs:
+        parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS),
+                            default=["config1"], help="the system configurations compared")
+    else:
+        parser.add_argument("--config", choices=sorted(CONFIGS), default="config1",
+                            help="the system configuration")
+    if modes:
+        parser.add_argument("--modes", nargs="+", choices=[m.value for m in ServingMode],
+                            default=["heteroreason"], help="one curve per serving mode")
+    else:
+        parser.add_argument("--mode", choices=[m.value for m in ServingMode],
+                            default="heteroreason", help="the serving mode")
+    parser.add_argument("--fpga", choices=sorted(FPGA_MODELS), default=None,
+                        help="the FPGA draft model (default: the artifact simulator's U280)")
+    parser.add_argument("--pools", nargs=3, type=_positive(int), default=[1, 1, 1],
+                        metavar=("DRAFTS", "PRMS", "TARGETS"),
+                        help="devices in the draft, PRM and target pools")
+    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=["math500"],
+                        help="the datasets problems are drawn from (their bundled traces)")
+    if rate:
+        parser.add_argument("--rate", type=_positive(float), default=0.1,
+                            help="mean arrivals per second")
+    parser.add_argument("--cv", type=_positive(float), default=1.0,
+                        help="coefficient of variation of the gaps (1: Poisson; gamma otherwise)")
+    parser.add_argument("--problems", type=_positive(int), default=400,
+                        help="problems arriving in a run")
+    parser.add_argument("--seed", type=_non_negative, default=0,
+                        help="seed of the arrivals and the problems drawn")
+    parser.add_argument("--routing", choices=["least", "round-robin"], default="least",
+                        help="how a request picks a device of its pool: the least loaded, or "
+                             "in turn")
+    parser.add_argument("--max-prefetch", type=_non_negative, default=None,
+                        help="step-ahead prefetches a target GPU's batch may hold (default: "
+                             "as many as it has room for)")
+    parser.add_argument("--out", type=Path, default=Path("build/fleet"),
+                        help="the output directory")
+
+
+def _cluster_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=_positive(int), default=None,
+                        help="a local Dask cluster of this many processes")
+    parser.add_argument("--scheduler", default=None,
+                        help="an existing Dask scheduler (tcp://HOST:PORT)")
+
+
+def _point(args, **changes) -> FleetPoint:
+    d, p, t = args.pools
+    point = FleetPoint(config=args.config, mode=args.mode, fpga=args.fpga, drafts=d, prms=p,
+                       targets=t, datasets=tuple(args.datasets),
+                       rate_per_s=getattr(args, "rate", 0.1), cv=args.cv,
+                       problems=args.problems, seed=args.seed, routing=args.routing,
+                       max_prefetch=args.max_prefetch)
+    return replace(point, **changes)
+
+
+def _write(rows: list[dict], out: Path, stem: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    keys: list[str] = []
+    for row in rows:
+        keys += [k for k in row if k not in keys]
+    csv_path, json_path = out / f"{stem}.csv", out / f"{stem}.json"
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, keys)
+        writer.writeheader()
+        writer.writerows(rows)
+    json_path.write_text(json.dumps(rows, indent=1))
+    return [csv_path, json_path]
+
+
+def _print(rows: list[dict], keys: list[str]) -> None:
+    print("  ".join(f"{k:>16}" for k in keys))
+    for row in rows:
+        cells = []
+        for k in keys:
+            v = row.get(k)
+            cells.append(f"{v:>16.4g}" if isinstance(v, float) else f"{v!s:>16}")
+        print("  ".join(cells))
+
+
+def cmd_simulate(args) -> int:
+    point = _point(args, slo_s=args.slo)
+    spec = point.spec()
+    workload = bundled_workload(point.datasets, point.mode)
+    arrivals = load_arrival_trace(args.arrivals) if args.arrivals else point.arrivals()
+    problems, times = sample_workload(workload, arrivals, point.problems, point.seed)
+    start = time.perf_counter()
+    window_ms = times[0] + 1e3 * args.trace_window
+    run = simulate_fleet(spec, problems, times, keep_timelines=args.trace_problems,
+                         record_until_ms=window_ms)
+    elapsed = time.perf_counter() - start
+    m = fleet_metrics(run, slo_ms=None if args.slo is None else 1e3 * args.slo)
+    if args.arrivals:
+        print(f"  (arrivals from {args.arrivals}: --rate and --cv are not used)")
+    print(f"{point.label}: {len(problems)} problems (seed {point.seed}), "
+          f"{run.events} events in {elapsed:.2f} s ({run.events / elapsed:,.0f} events/s)")
+    for key, value in m.as_dict().items():
+        print(f"  {key}: {value}")
+    paths = _write([point_record(point, run)], args.out, "simulate")
+    events = []
+    for k, tl in enumerate(run.timelines):
+        trace = chrome_trace(tl)["traceEvents"]
+        for e in trace:
+            e["pid"] = k + 1
+        events += trace
+    trace_path = args.out / "simulate.trace.json"
+    trace_path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    devices_path = args.out / "simulate.devices.trace.json"
+    devices_path.write_text(json.dumps(fleet_chrome_trace(run, window_ms)))
+    print("wrote", *paths, trace_path, devices_path)
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    curves = {}
+    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+        start = time.perf_counter()
+        for mode in args.modes:
+            point = _point(args, slo_s=args.slo, mode=mode)
+            curves[point.label] = load_curve(ex, point, sorted(args.rates))
+        print(f"{len(args.modes) * len(args.rates)} points in {time.perf_counter() - start:.1f} s")
+    rows = [row for curve in curves.values() for row in curve]
+    _print(rows, ["mode", "rate_per_s", "p50_s", "p99_s", "problems_per_s", "goodput_per_s",
+                  "energy_j_per_problem", "utilization.draft", "utilization.target"])
+    paths = _write(rows, args.out, "sweep")
+    png = plot_fleet_curves(curves, args.out / "sweep.png", slo_s=args.slo)
+    print("wrote", *paths, png)
+    return 0
+
+
+def cmd_capacity(args) -> int:
+    """The highest arrival rate each configuration and dataset carries within the P99 SLO."""
+    points = [replace(_point(args), config=c, datasets=(d,)) for c in args.configs
+              for d in args.datasets]
+    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+        _capacities(ex, args, points, "capacity")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Every serving mode on the same pools: capacities, and speed-ups at a common load."""
+    points = []
+    for c in args.configs:
+        for d in args.datasets:
+            points += compare_points(replace(_point(args), config=c, datasets=(d,)))
+    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+        rows = _capacities(ex, args, points, "compare")
+        pairs = []
+        for k in range(0, len(points), 3):
+            base, cap_base = points[k], rows[k]["capacity_per_s"]
+            for fleet, row in ((points[k + 1], rows[k + 1]), (points[k + 2], rows[k + 2])):
+                span = {"slo_s": args.slo, "min_span_s": CAPACITY_SPAN_SLOS * args.slo}
+                pairs.append((replace(base, **span), replace(fleet, **span),
+                              min(cap_base, row["capacity_per_s"])))
+        start = time.perf_counter()
+        records = run_chunked(ex, evaluate, speedup_points(pairs), chunk_size=2)
+        print(f"{len(records)} speed-up points in {time.perf_counter() - start:.1f} s "
+              "(both fleets at 0 / 50 / 90 % of the lower capacity)")
+    speedups = speedup_rows(records)
+    _print(speedups, ["config", "datasets", "fleet", "load_fraction", "rate_per_s", "t2_mean_s",
+                      "hr_mean_s", "speedup_mean", "speedup_p50", "retained_of_batch1"])
+    print("wrote", *_write(speedups, args.out, "compare_speedup"))
+    return 0
+
+
+def cmd_size(args) -> int:
+    points = size_points(_point(args), args.drafts, args.prms, args.targets)
+    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+        start = time.perf_counter()
+        rows = capacities(ex, points, args.slo)
+        print(f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s")
+    for row, front in zip(rows, power_frontier(rows), strict=True):
+        row["frontier"] = front
+    _print(rows, ["system", "active_power_w", "capacity_per_s", "goodput_per_kw",
+                  "average_power_at_capacity_w", "frontier"])
+    best = max(rows, key=lambda r: r["goodput_per_kw"])
+    print(f"most goodput per kW: {best['drafts']}:{best['prms']}:{best['targets']} "
+          f"({best['goodput_per_kw']:.3f} problems/s per kW at its capacity "
+          f"{best['capacity_per_s']:.4f}/s)")
+    if args.rate is not None:
+        fits = [r for r in rows if r["capacity_per_s"] >= args.rate]
+        if fits:
+            low = min(fits, key=lambda r: (r["active_power_w"], -r["capacity_per_s"]))
+            print(f"least active power carrying {args.rate:g}/s at the SLO: "
+                  f"{low['drafts']}:{low['prms']}:{low['targets']} ({low['active_power_w']:.0f} W,"
+                  f" capacity {low['capacity_per_s']:.4f}/s)")
+        else:
+            print(f"no pool size of the grid carries {args.rate:g}/s at the SLO "
+                  f"(largest capacity {max(r['capacity_per_s'] for r in rows):.4f}/s)")
+    paths = _write(rows, args.out, "size")
+    png = plot_fleet_sizing(rows, args.out / "size.png", rate_per_s=args.rate)
+    print("wrote", *paths, png)
+    return 0
+
+
+def cmd_costs(args) -> int:
+    spec = FleetSpec(system_config(args.config), ServingMode.HETEROREASON)
+    for role in ("draft", "prm", "target"):
+        cost = spec.cost(role)
+        print(f"{role}: {cost.name}")
+        for key, source in cost.sources:
+            print(f"  {key:>18} = {getattr(cost, key):<12.6g} {source}")
+    target = spec.config.target
+    print(f"published checks of {target.name} batched (modelled / published):")
+    for check in published_checks(target):
+        print(f"  {check.what:<40} {check.modelled:9.3f} / {check.published:9.3f} {check.unit}"
+              f"  = {check.ratio:.2f}   [{check.source}]")
+    print(f"fitted per-item overhead: {fit_per_item_ms(target):.2f} ms (PER_ITEM_MS in use: "
+          f"{spec.per_item_ms:.2f} ms)")
+    return 0
+
+
+def _capacities(ex, args, points, stem) -> list[dict]:
+    start = time.perf_counter()
+    rows = capacities(ex, points, args.slo)
+    print(f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s")
+    _print(rows, ["system", "active_power_w", "capacity_per_s", "p99_at_capacity_s",
+                  "p99_vanishing_load_s", "goodput_per_kw", "evaluations"])
+    print("wrote", *_write(rows, args.out, stem))
+    return rows
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = command_parser(__doc__, prog=prog)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("simulate", help="one fleet at one load")
+    _options(p)
+    p.add_argument("--slo", type=_positive(float), default=None, help="latency SLO in s")
+    p.add_argument("--arrivals", type=Path, default=None,
+                   help="an arrival trace (one time in s per line) instead of --rate")
+    p.add_argument("--trace-problems", type=_non_negative, default=5,
+                   help="problems in the per-problem Chrome trace")
+    p.add_argument("--trace-window", type=_positive(float), default=120.0,
+                   help="seconds from the first arrival in the devices' Chrome trace")
+    p.set_defaults(fn=cmd_simulate)
+    p = sub.add_parser("sweep", help="latency against load")
+    _options(p, rate=False, modes=True)
+    p.add_argument("--rates", nargs="+", type=_positive(float), required=True,
+                   help="the mean arrival rates swept, per second")
+    p.add_argument("--slo", type=_positive(float), default=None,
+                   help="a P99 latency SLO in s, drawn on the plot")
+    _cluster_options(p)
+    p.set_defaults(fn=cmd_sweep)
+    for name, fn in (("capacity", cmd_capacity), ("compare", cmd_compare)):
+        p = sub.add_parser(name, help=fn.__doc__)
+        _options(p, rate=False, configs=True)
+        p.add_argument("--slo", type=_positive(float), required=True, help="P99 SLO in s")
+        _cluster_options(p)
+        p.set_defaults(fn=fn)
+    p = sub.add_parser("costs", help="the batched cost model's coefficients, their sources "
+                                     "and its published checks")
+    p.add_argument("--config", choices=sorted(CONFIGS), default="config1",
+                   help="the system configuration")
+    p.add_argument("--out", type=Path, default=Path("build/fleet"),
+                   help="the output directory")
+    p.set_defaults(fn=cmd_costs)
+    p = sub.add_parser("size", help="capacity of every pool size of a grid; the frontier")
+    _options(p, rate=False)
+    p.add_argument("--slo", type=_positive(float), required=True, help="P99 SLO in s")
+    p.add_argument("--drafts", nargs="+", type=_positive(int), default=[1, 2, 4],
+                   help="draft pool sizes of the grid")
+    p.add_argument("--prms", nargs="+", type=_positive(int), default=[1, 2],
+                   help="PRM pool sizes of the grid")
+    p.add_argument("--targets", nargs="+", type=_positive(int), default=[1, 2],
+                   help="target pool sizes of the grid")
+    p.add_argument("--rate", type=_positive(float), default=None,
+                   help="a load to carry: report the least-power pool size that does")
+    _cluster_options(p)
+    p.set_defaults(fn=cmd_size)
+    args = parser.parse_args(argv)
+    # a subcommand that compares several configurations or modes starts from the first
+    if hasattr(args, "modes"):
+        args.mode = args.modes[0]
+    if hasattr(args, "configs"):
+        args.config = args.configs[0]
+    problem = output_problem(args.out, folder=True)
+    if problem:
+        parser.error(problem)
+    try:
+        return args.fn(args)
+    except (FleetError, InputError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

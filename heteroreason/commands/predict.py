@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Project the draft model's decode speed on FPGA boards from the RTL-calibrated timing model,
+against the HBM roofline, an edge GPU and the paper's own projection.
+
+    heteroreason predict --out build/predict_fpga.png
+
+For each board: the design chosen (MACs per cycle, stream bytes per cycle, heads in parallel),
+its estimated resources against the board's, and per context length the draft ms/token,
+tokens/s, the HBM roofline (weight and KV bytes per token over what the board's HBM ports
+sustain at its clock, :mod:`heteroreason.model.timing.fpga.hbm`; each board's memory plan is
+printed) and the fraction of it reached, and the speed-up over the paper's U280 line (the
+artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); the
+shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens, token
+by token and in batches of ``--ingest-batch`` (the design built with as many tokens a pass, with
+its resources); then what backs each
+board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
+ms/token against context length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from heteroreason.commands.common import command_parser
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.files import InputError
+from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
+from heteroreason.model.timing.device_timing import PAPER_U280, timing
+from heteroreason.model.timing.fpga.calibration import CalibrationError
+from heteroreason.model.timing.fpga.clock_basis import clock_basis, ecp5_basis
+from heteroreason.model.timing.fpga.hbm import weight_ceiling_bytes_per_s
+from heteroreason.model.timing.fpga.platform import (
+    BOARDS,
+    batched_ingest_ms,
+    batched_ingest_resources,
+    design_for,
+    draft_ms_per_token,
+    edge_gpu_ms_per_token,
+    estimate_resources,
+    memory_plan,
+)
+
+
+def paper_u280_ms(context: int) -> float:
+    return timing(PAPER_U280).token_ms(context)
+
+
+def _parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The options."""
+    parser = command_parser(__doc__, prog=prog)
+    parser.add_argument("--model", default="qwen2.5-0.5b", choices=sorted(PRESETS),
+                        help="the draft model (a preset of the model shapes)")
+    parser.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS),
+                        help="the FPGA boards projected")
+    parser.add_argument("--contexts", type=int, nargs="+", default=[0, 512, 1024, 2048, 4095],
+                        help="the context lengths (tokens) at which a token is priced")
+    parser.add_argument("--ingest-step", type=int, default=100,
+                        help="tokens of the refined step whose shadow ingest is priced "
+                             "(default 100)")
+    parser.add_argument("--ingest-batch", type=int, default=4,
+                        help="tokens a pass of the modelled batched ingest (default 4)")
+    parser.add_argument("--out", type=Path, default=Path("build/predict_fpga.png"),
+                        help="the plot, a .png file (default build/predict_fpga.png)")
+    return parser
+
+
+def _print_designs(config, designs: dict) -> None:
+    """Each board's chosen design and its resources."""
+    rows = []
+    for b, params in designs.items():
+        board = BOARDS[b]
+        need = estimate_resources(config, params)
+        have = board.resources
+        rows.append([b, f"{board.clock_hz / 1e6:.0f}", params.beat_bytes, params.rows_per_beat,
+                     params.stream_bytes, params.heads_parallel, params.vector_width,
+                     params.param_width, params.weight_buffer,
+                     f"{need.lut:,}/{have.lut:,}",
+                     f"{need.dsp:,}/{have.dsp:,}", f"{need.bram18k:,}/{have.bram18k:,}",
+                     "yes" if need.fits(have) else "NO"])
+    print(format_table(["board", "MHz", "MACs/cycle", "rows/beat", "stream B/cycle", "heads ||",
+                        "vector width", "gains/beat", "weight buffer", "LUT", "DSP", "BRAM18K",
+                        "fits"], rows))
+
+
+def _print_memory(config, designs: dict) -> None:
+    """Each board's HBM: its roofline, the port plan and the weight stream's ceiling."""
+    print("HBM (model/timing/fpga/hbm.py): the roofline below is what every port together "
+          "sustains at the board's clock")
+    for b, params in designs.items():
+        board = BOARDS[b]
+        hbm = board.hbm
+        native = hbm.ports * hbm.port_bytes_per_s(hbm.native_port_bits, board.clock_hz)
+        print(f"  {b}: {hbm.pseudo_channels} pseudo-channels, {hbm.peak_bytes_per_s / 1e9:.0f} "
+              f"GB/s peak, {hbm.achievable_bytes_per_s / 1e9:.0f} achievable; {hbm.ports} ports "
+              f"at {board.clock_hz / 1e6:g} MHz: {native / 1e9:.0f} GB/s with "
+              f"{hbm.native_port_bits}-bit ports, "
+              f"{board.usable_bandwidth_bytes_per_s / 1e9:.0f} GB/s with "
+              f"{max(hbm.port_bits)}-bit ports (roofline)")
+        print(f"    plan: {memory_plan(config, board, params).describe()}")
+        ceiling = weight_ceiling_bytes_per_s(
+            hbm, board.clock_hz, kv_row_bytes=config.head_dim if params.external_kv else 0,
+            param_width=params.param_width)
+        weights = config.decode_counts(0).weight_bytes
+        print(f"    a weight stream of any width on the ports left: at most "
+              f"{ceiling / 1e9:.0f} GB/s ({ceiling / board.clock_hz:.0f} B/cycle), the weights "
+              f"alone {1e3 * weights / ceiling:.3f} ms/token ({ceiling / weights:.0f} tok/s)")
+        print(f"    source: {hbm.source}; efficiency: {hbm.efficiency_source}")
+
+
+def _print_speeds(config, boards: list[str], contexts: list[int]) -> None:
+    """ms/token of each board and the edge GPU by context, against the roofline and the paper."""
+    rows = []
+    for b in boards:
+        board = BOARDS[b]
+        for context in contexts:
+            ms = draft_ms_per_token(config, board, context)
+            counts = config.decode_counts(context)
+            roof = 1000.0 * (counts.weight_bytes + counts.kv_bytes_read +
+                             counts.kv_bytes_written) / board.usable_bandwidth_bytes_per_s
+            rows.append([b, context, f"{ms:.3f}", f"{1000 / ms:.0f}", f"{roof:.3f}",
+                         f"{100 * roof / ms:.0f}", f"{paper_u280_ms(context):.3f}",
+                         f"{paper_u280_ms(context) / ms:.2f}"])
+    for context in contexts:
+        ms = edge_gpu_ms_per_token(config, "jetson-orin-nano", context)
+        rows.append(["jetson-orin-nano", context, f"{ms:.3f}", f"{1000 / ms:.0f}", "-", "-",
+                     f"{paper_u280_ms(context):.3f}", f"{paper_u280_ms(context) / ms:.2f}"])
+    print(format_table(["device", "context", "ms/token", "tok/s", "roofline ms",
+                        "% of roofline", "paper U280 ms", "speed-up vs paper"], rows))
+
+
+def _print_ingests(config, designs: dict, contexts: list[int], step: int, batch: int) -> None:
+    """A refined step's shadow ingest, token by token and batched, against as many decodes."""
+    print(f"shadow synchronisation: a refined step of {step} tokens ingested token "
+          f"by token (each a pass over the weights, no LM head) against {step} "
+          f"decode tokens, from the context given:")
+    rows = []
+    for b in list(designs):
+        board = BOARDS[b]
+        for context in contexts:
+            span = range(context, min(context + step, config.max_context))
+            ingest = sum(draft_ms_per_token(config, board, c, keep_logits=False) for c in span)
+            decode = sum(draft_ms_per_token(config, board, c) for c in span)
+            batched = batched_ingest_ms(config, board, context, len(span), batch=batch)
+            rows.append([b, context, len(span), f"{ingest:.1f}", f"{ingest / len(span):.3f}",
+                         f"{decode:.1f}", f"{decode / ingest:.2f}", f"{batched:.1f}",
+                         f"{decode / batched:.2f}"])
+    print(format_table(["board", "context", "tokens", "ingest ms", "ms/token", "decode ms",
+                        "decode / ingest", f"batched ingest ms (B={batch})",
+                        "decode / batched"], rows))
+    print(f"  the designs with a batched ingest of {batch} (the matrix-vector unit's {batch} "
+          f"vectors a beat, two a DSP slice; a scratchpad bank a token):")
+    for b, params in designs.items():
+        have, need = BOARDS[b].resources, batched_ingest_resources(config, params, batch)
+        print(f"    {b}: LUT {need.lut:,}/{have.lut:,}, FF {need.ff:,}/{have.ff:,}, DSP "
+              f"{need.dsp:,}/{have.dsp:,}, BRAM18K {need.bram18k:,}/{have.bram18k:,}: "
+              f"{'fits' if need.fits(have) else 'does NOT fit'}")
+
+
+def _print_clocks(boards: list[str]) -> None:
+    """What backs each board's clock."""
+    print("clock basis (UltraScale+ -2 logic levels of the units at the U280 design's widths, "
+          "model/timing/fpga/data/timing_evidence.json):")
+    for b in boards:
+        try:
+            print(f"  {b}: {clock_basis(BOARDS[b].clock_hz).summary()}")
+        except InputError as exc:
+            print(f"  {b}: {BOARDS[b].clock_hz / 1e6:g} MHz assumed ({exc})")
+    try:  # the RTL's structure on a routed part (model/timing/fpga/data/ecp5_evidence.json)
+        print(f"  {ecp5_basis().summary()}")
+    except InputError as exc:
+        print(f"  ECP5: no evidence ({exc})")
+
+
+def _plot(config, boards: list[str], out: Path) -> None:
+    """ms/token by context of every board, the paper's U280 and the edge GPU."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = list(range(0, min(4096, config.max_context), 128))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for b in boards:
+        ax.plot(grid, [draft_ms_per_token(config, b, c) for c in grid], label=f"{b} (RTL model)")
+    ax.plot(grid, [paper_u280_ms(c) for c in grid], "k--", label="paper: U280 300 MHz")
+    ax.plot(grid, [edge_gpu_ms_per_token(config, "jetson-orin-nano", c) for c in grid], ":",
+            label="Jetson Orin Nano (roofline)")
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel("draft ms / token")
+    ax.set_title(f"{config.name} W8A8 draft decode")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(f"wrote {out}")
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = _parser(prog)
+    args = parser.parse_args(argv)
+    if args.out.suffix != ".png" or args.out.is_dir():
+        parser.error(f"--out must name a .png file, not {str(args.out)!r}")
+    if args.ingest_step < 1:
+        parser.error(f"--ingest-step must be a positive integer, not {args.ingest_step}")
+    if args.ingest_batch < 1:
+        parser.error(f"--ingest-batch must be a positive integer, not {args.ingest_batch}")
+    config = qwen2_config(args.model)
+    bad = [c for c in args.contexts if not 0 <= c < config.max_context]
+    if bad:
+        parser.error(f"--contexts must be in [0, {config.max_context}), not {bad[0]}")
+    try:
+        designs = {b: design_for(config, b) for b in args.boards}
+    except CalibrationError as exc:
+        print(f"predict_fpga: error: {exc}", file=sys.stderr)
+        return 2
+    _print_designs(config, designs)
+    _print_memory(config, designs)
+    _print_speeds(config, args.boards, args.contexts)
+    _print_ingests(config, designs, args.contexts, args.ingest_step, args.ingest_batch)
+    _print_clocks(args.boards)
+    _plot(config, args.boards, args.out)
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The main job: does HeteroReason beat GPU-only serving, with which FPGA, against which GPU
+draft? The paper's evaluation replayed on the system scheduler, the verdict first.
+
+    heteroreason reproduce                    # bundled synthetic traces, both configs
+    heteroreason reproduce --gpu-draft vllm-a100 --full
+    A=../shared/data/heteroreason-artifact/Hardware/inputs/Config1
+    heteroreason reproduce --traces $A/with_bt --no-bt-traces $A/no_bt \\
+        --prompt-tokens 128 --configs config1
+
+It prints the verdict (at most 100 columns): per configuration and dataset the latency of the
+three-GPU baseline, of the GPU-only t2 and of HeteroReason with each FPGA model, its speed-up
+over both, J/token, the FPGA draft's break-even against t2, and a sentence per configuration.
+``--full`` adds the full table (every mode, with and without backtracking, the paper's figures
+beside ours) and every input's source. Writes OUT/reproduction.{csv,json} (the full table, a
+row per mode and FPGA model), OUT/verdict.{csv,json}, OUT/sources.csv, OUT/run.json (the
+command, version, commit and models), OUT/ablation.png, OUT/breakdown.png, OUT/gantt.png and
+OUT/gantt.trace.json (open it in chrome://tracing or Perfetto). Bad input exits with status 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing
+import os
+import sys
+import textwrap
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+from heteroreason.commands.common import command_parser, note, write_run_record
+from heteroreason.model.experiments.report import format_table
+from heteroreason.model.experiments.reproduce import (
+    SOURCES_HEADER,
+    ReproRow,
+    add_trace_set_options,
+    bundled_sets,
+    check_trace_set_options,
+    config_sources,
+    load_trace_sets,
+    ordered_datasets,
+    reproduce,
+    synthetic_no_backtrack_sets,
+    write_rows,
+    write_sources,
+)
+from heteroreason.model.experiments.verdict import (
+    BREAK_EVEN_BASE,
+    VERDICT_FPGAS,
+    VerdictRow,
+    format_verdict,
+    verdict_rows,
+)
+from heteroreason.model.files import output_problem
+from heteroreason.model.system.config import system_config
+from heteroreason.model.system.scheduler import ScheduleError
+from heteroreason.model.system.simulate import chrome_trace, write_json
+from heteroreason.model.workload.bundled import BUNDLED_PROBLEMS, BUNDLED_SEED
+from heteroreason.model.workload.traces import TraceError
+
+
+def _plots(rows, results, config: str, fpgas: list[str], out: Path) -> list[Path]:
+    """The ablation, the breakdown, and the Gantt chart and Chrome trace of one problem of the
+    first configuration's first dataset (one that backtracks, in few steps, if any)."""
+    from heteroreason.model.experiments.plots import plot_ablation, plot_breakdown, plot_gantt
+
+    written = [plot_ablation(rows, out / "ablation.png"),
+               plot_breakdown(rows, out / "breakdown.png")]
+    dataset = rows[0].dataset
+    base = results[(config, dataset, True, "baseline", "")]
+    pick = next((i for i, r in enumerate(base.runs)
+                 if r.trace.backtracks and len(r.trace.steps) <= 14),
+                next((i for i, r in enumerate(base.runs)
+                      if any(s.outcome != "accept" for s in r.trace.steps)), 0))
+    fpga = BREAK_EVEN_BASE if BREAK_EVEN_BASE in fpgas else fpgas[0]
+    runs = [results[(config, dataset, True, m, f)].runs[pick]
+            for m, f in (("baseline", ""), ("t2", ""), ("heteroreason", fpga))]
+    written.append(plot_gantt(runs, out / "gantt.png"))
+    written.append(write_json(chrome_trace(runs[-1]), out / "gantt.trace.json"))
+    return written
+
+
+def _replay(config_name: str, with_bt, without_bt, fpgas: list[str], gpu_draft: str,
+            plotted: tuple[str, str] | None, verdict: bool):
+    """One configuration's rows, results and verdict (what a worker process runs)."""
+    rows, results = reproduce([config_name], with_bt, without_bt, fpgas=fpgas,
+                              gpu_draft=gpu_draft, keep_runs_for=plotted)
+    if plotted is None or plotted[0] != config_name:
+        results = {}  # only the plotted configuration's timelines travel back
+    verdicts = verdict_rows(rows, with_bt, gpu_draft=gpu_draft) if verdict else []
+    return rows, results, verdicts
+
+
+def _replay_all(configs: list[str], workers: int, *args):
+    """:func:`_replay` of every configuration, in ``workers`` processes (forked after the
+    FPGA designs are built, so each finds them built); the same figures in the same order
+    however many."""
+    for name in configs:  # the designs' search runs once, here, before any fork
+        for fpga in args[2]:
+            system_config(name, fpga=fpga, gpu_draft=args[3])
+    if workers > 1 and len(configs) > 1:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=min(workers, len(configs)),
+                                 mp_context=context) as pool:
+            parts = list(pool.map(_replay, configs, *([a] * len(configs) for a in args)))
+    else:
+        parts = [_replay(name, *args) for name in configs]
+    rows, results, verdicts = [], {}, []
+    for part_rows, part_results, part_verdicts in parts:
+        rows += part_rows
+        results.update(part_results)
+        verdicts += part_verdicts
+    return rows, results, verdicts
+
+
+def _write_verdict(verdicts: list[VerdictRow], out: Path) -> list[Path]:
+    """OUT/verdict.csv (a row per configuration, dataset and FPGA model) and verdict.json."""
+    header = ("config", "dataset", "fpga", "baseline s", "t2 s", "heteroreason s", "x t2",
+              "x baseline", "baseline J/token", "t2 J/token", "heteroreason J/token",
+              "break-even vs t2 ms/token")
+    csv_path, json_path = out / "verdict.csv", out / "verdict.json"
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for v in verdicts:
+            even = "" if v.break_even.ms_per_token is None else f"{v.break_even.ms_per_token:.3f}"
+            for o in v.fpgas:
+                writer.writerow([v.config, v.dataset, o.fpga, f"{v.baseline_s:.3f}",
+                                 f"{v.t2_s:.3f}", f"{o.latency_s:.3f}", f"{o.over_t2:.3f}",
+                                 f"{o.over_baseline:.3f}", f"{v.baseline_j_per_token:.3f}",
+                                 f"{v.t2_j_per_token:.3f}", f"{o.j_per_token:.3f}", even])
+    json_path.write_text(json.dumps([asdict(v) for v in verdicts], indent=1, default=str))
+    return [csv_path, json_path]
+
+
+def _models(configs: list[str], fpgas: list[str], gpu_draft: str) -> dict:
+    """Every model and preset of the run with its figures' source (for run.json)."""
+    models: dict = {}
+    for name in configs:
+        for fpga in fpgas:
+            for row in config_sources(system_config(name, fpga=fpga, gpu_draft=gpu_draft)):
+                models[f"{name} {fpga} {row[1]}"] = {"model": row[2], "figures": row[3],
+                                                     "source": row[4]}
+    return models
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = command_parser(__doc__, prog=prog)
+    add_trace_set_options(parser, default_fpgas=list(VERDICT_FPGAS),
+                          fpgas_help="the FPGA draft models HeteroReason runs with (the "
+                                     "verdict needs the three defaults)")
+    parser.add_argument("--no-bt-traces", nargs="+", type=Path, default=None,
+                        help="traces without backtracking (default with bundled traces: their "
+                             "synthetic RSD companions; none with --traces)")
+    parser.add_argument("--out", type=Path, default=Path("build/reproduce"),
+                        help="the output directory")
+    parser.add_argument("--full", action="store_true",
+                        help="also print the full table and every input's source")
+    parser.add_argument("--no-plots", action="store_true", help="write no plots")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="processes replaying the configurations at once (1: in this one; "
+                             "the figures are the same)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.workers <= 64:
+        parser.error(f"--workers must be an integer in [1, 64], not {args.workers}")
+    check_trace_set_options(parser, args)
+    problem = output_problem(args.out, folder=True)
+    if problem:
+        parser.error(f"--out: {problem}")
+    verdict_wanted = all(f in args.fpgas for f in VERDICT_FPGAS)
+
+    start = time.monotonic()
+    try:
+        if args.traces is None:
+            with_bt, without_bt = bundled_sets(), synthetic_no_backtrack_sets()
+            source = f"bundled synthetic sets (seed {BUNDLED_SEED}, {BUNDLED_PROBLEMS} problems)"
+            no_bt_source = "their synthetic RSD companions (same seed and size)"
+        else:
+            with_bt = load_trace_sets(args.traces, prompt_tokens=args.prompt_tokens)
+            without_bt, no_bt_source = None, "none"
+            source = ", ".join(map(str, args.traces))
+        if args.no_bt_traces is not None:
+            without_bt = load_trace_sets(args.no_bt_traces, prompt_tokens=args.prompt_tokens)
+            no_bt_source = ", ".join(map(str, args.no_bt_traces))
+        plotted = None if args.no_plots else (args.configs[0], ordered_datasets(with_bt)[0])
+        note(f"replaying {sum(map(len, with_bt.values()))} problems per mode and FPGA model "
+             f"({source})")
+        rows, results, verdicts = _replay_all(args.configs, args.workers, with_bt, without_bt,
+                                              args.fpgas, args.gpu_draft, plotted,
+                                              verdict_wanted)
+    except (TraceError, ScheduleError, ValueError) as exc:
+        print(f"heteroreason reproduce: error: {exc}", file=sys.stderr)
+        return 2
+    elapsed = time.monotonic() - start
+
+    print(textwrap.fill(f"traces: {source}; without backtracking: {no_bt_source}", 100))
+    if verdicts:
+        print(format_verdict(verdicts, gpu_draft=args.gpu_draft))
+    else:
+        note(f"no verdict: it compares the FPGA models {', '.join(VERDICT_FPGAS)} (--fpgas)")
+    configs = [system_config(name, gpu_draft=args.gpu_draft) for name in args.configs]
+    if args.full or not verdicts:
+        print()
+        print("speedup: the latency of the mode in 'vs' on the same traces over the row's; "
+              "x t2: t2's over the row's; J/token = busy-average system power x latency / "
+              "drafted tokens (the paper's method)")
+        print(format_table(ReproRow.HEADER, [r.cells() for r in rows]))
+        print("the inputs of each configuration and their sources (OUT/sources.csv):")
+        print(format_table(SOURCES_HEADER, [list(r) for c in configs for r in config_sources(c)]))
+    written = [*write_rows(rows, args.out), write_sources(configs, args.out)]
+    if verdicts:
+        written += _write_verdict(verdicts, args.out)
+    if not args.no_plots:
+        written += _plots(rows, results, args.configs[0], args.fpgas, args.out)
+    written.append(write_run_record(
+        args.out, command="reproduce", argv=list(sys.argv[1:] if argv is None else argv),
+        models=_models(args.configs, args.fpgas, args.gpu_draft),
+        seeds={"bundled traces": BUNDLED_SEED} if args.traces is None else {},
+        outputs=written))
+    problems = sum(r.metrics.problems for r in rows)
+    print(f"\n{problems} problem replays in {elapsed:.1f} s; wrote {args.out}/ ("
+          + ", ".join(p.name for p in written) + ")")
+    return 0
