@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         traces = Path(tmp) / f"{args.dataset}.jsonl"
         run_stage("generate", [python, "-m", "heteroreason", "traces", "generate",
                                "--dataset", args.dataset, "--problems", str(args.problems),
-                               "--seed", str(args.seed), "--out", str(traces)], args.problems)
+                               "--seed", str(args.seed), "--out", tmp], args.problems)
         peak = run_stage("reproduce", [python, "-m", "heteroreason", "reproduce",
                                        "--traces", str(traces), "--configs", *args.configs,
                                        "--no-plots", "--out", str(Path(tmp) / "out")],

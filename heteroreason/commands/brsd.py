@@ -2,8 +2,8 @@
 """Run prompts through the BRSD controller with the numpy reference models, capture the traces,
 and replay them through the system scheduler.
 
-    heteroreason brsd --out build/brsd.jsonl              # 4 seeded random prompts
-    heteroreason brsd --prompts prompts.jsonl --out t.jsonl
+    heteroreason brsd --out build/brsd              # 4 seeded random prompts
+    heteroreason brsd --prompts prompts.jsonl --out build/brsd
     (a prompt file holds one {"id": ..., "tokens": [...]} object a line)
 
 The draft is the integer W8A8 model, the target a float model, the PRM a reward head over a
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="the model preset run as draft, PRM and target")
     parser.add_argument("--seed", type=int, default=1, help="seed of the models' random weights")
     parser.add_argument("--out", type=Path, required=True,
-                        help="the output directory (the captured traces, run.json)")
+                        help="the output directory (the captured traces: traces.jsonl)")
     parser.add_argument("--no-backtracking", action="store_true", help='run RSD: no backtracking')
     parser.add_argument("--max-step-tokens", type=int, default=24,
                         help="tokens a step may take before it is cut")
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if args.count < 1 or args.max_step_tokens < 1 or args.max_steps < 1 or args.seed < 0:
         parser.error("--count, --max-step-tokens and --max-steps must be positive, --seed "
                      "non-negative")
-    problem = output_problem(args.out, folder=False)
+    problem = output_problem(args.out, folder=True)
     if problem:
         parser.error(f"--out: {problem}")
     config = qwen2_config(args.preset)
@@ -93,10 +93,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             delimiters=frozenset(range(16, config.vocab, 16)), eos=1,
             backtracking=not args.no_backtracking, max_step_tokens=args.max_step_tokens,
             max_total_tokens=args.max_step_tokens * args.max_steps, max_steps=args.max_steps)
-        traces = run_problems(prompts, args.out, draft=draft, target=target, prm=prm,
-                              config=controller, dataset=args.preset)
+        args.out.mkdir(parents=True, exist_ok=True)
+        traces = run_problems(prompts, args.out / "traces.jsonl", draft=draft, target=target,
+                              prm=prm, config=controller, dataset=args.preset)
     except (TraceError, ControllerError, ValueError) as exc:
-        print(f"run_brsd: error: {exc}", file=sys.stderr)
+        print(f"heteroreason brsd: error: {exc}", file=sys.stderr)
         return 2
     rows = [[t.problem_id, len(t.steps), sum(s.outcome == "accept" for s in t.steps),
              sum(s.outcome == "rescue" for s in t.steps), t.backtracks, t.output_tokens]
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     replay = [[m.value, f"{simulate(traces, 'config1', m).summary.latency_s:.3f}"]
               for m in modes]
     print(format_table(["mode (config1 costs)", "latency s/problem"], replay))
-    print(f"wrote {len(traces)} traces to {args.out}")
+    print(f"wrote {len(traces)} traces to {args.out / 'traces.jsonl'}")
     return 0
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from heteroreason.commands.common import command_parser
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.report import format_table
+from heteroreason.model.files import output_problem
 from heteroreason.model.timing.fpga.calibration import (
     CALIBRATION_FILE,
     Calibration,
@@ -68,8 +69,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the small grid CI runs")
     parser.add_argument("--check", action="store_true",
                         help="compare the RTL with the committed calibration instead of fitting")
-    parser.add_argument("--out", type=Path, default=CALIBRATION_FILE,
-                        help="the calibration file written")
+    parser.add_argument("--out", type=Path, default=CALIBRATION_FILE.parent,
+                        help=f"the output directory: {CALIBRATION_FILE.name} is written there "
+                             "(with --check, read from there)")
     parser.add_argument("--waves", action="store_true",
                         help="record waveforms (VCD under each run's build directory)")
     parser.add_argument("--workers", type=int, default=None,
@@ -79,6 +81,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers must be at least 1, not {args.workers}")
+    problem = output_problem(args.out, folder=True)
+    if problem:
+        parser.error(f"--out: {problem}")
+    target = args.out / CALIBRATION_FILE.name
     grid = QUICK_GRID if args.quick else FULL_GRID
     start = time.monotonic()
     measured = []
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             runs = run_chunked(ex, _measure_entry, [(e, args.waves) for e in grid],
                                chunk_size=1)
     except RuntimeError as exc:
-        print(f"calibrate: error: {exc}", file=sys.stderr)
+        print(f"heteroreason calibrate: error: {exc}", file=sys.stderr)
         return 2
     for entry, (points, build) in zip(grid, runs, strict=True):
         measured += [(entry.held_out, Point.of(p)) for p in points]
@@ -95,13 +101,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             print(f"waves: {build / 'dump.vcd'}", file=sys.stderr)
     if args.check:
         try:
-            calibration = load_calibration(args.out)
+            calibration = load_calibration(target)
         except CalibrationError as exc:
-            print(f"calibrate: error: {exc}", file=sys.stderr)
+            print(f"heteroreason calibrate: error: {exc}", file=sys.stderr)
             return 2
         rows, worst = report([("check", p) for _, p in measured], calibration.overheads)
         print(format_table(HEADERS, rows))
-        print(f"worst error {100 * worst:.2f} % against {args.out} "
+        print(f"worst error {100 * worst:.2f} % against {target} "
               f"({time.monotonic() - start:.0f} s)")
         return 0 if worst <= TOLERANCE else 1
     train = [p for held, p in measured if not held]
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     print(format_table(HEADERS, rows))
     print("overheads (cycles): " + ", ".join(f"{k} {v:g}" for k, v in
                                              vars(overheads).items()))
-    path = save_calibration(calibration, args.out)
+    path = save_calibration(calibration, target)
     print(f"worst held-out error {100 * worst:.2f} %; wrote {path} "
           f"({time.monotonic() - start:.0f} s)")
     return 0 if worst <= TOLERANCE else 1

@@ -2,7 +2,7 @@
 """Run the BRSD controller with the DraftEngine RTL (Verilator) as its draft, compare with the
 integer reference as the draft, and replay the captured trace through the scheduler.
 
-    heteroreason cosim --out build/cosim.jsonl
+    heteroreason cosim --out build/cosim
     heteroreason cosim --prompts 3 --max-steps 6 --out build/cosim.jsonl
 
 Prints per problem the outcomes, whether the RTL run equals the reference run token for token,
@@ -22,15 +22,17 @@ import numpy as np
 from heteroreason.commands.common import command_parser
 from heteroreason.model.controller.brsd import ControllerConfig
 from heteroreason.model.experiments.report import format_table
+from heteroreason.model.files import output_problem
 from heteroreason.model.system.simulate import simulate_file
 from heteroreason.sim.verify.cosim import run_cosim, run_reference
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = command_parser(__doc__, prog=prog)
-    parser.add_argument("--out", type=Path, required=True, help="trace file of the RTL run")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="the output directory (the RTL run's trace: rtl.jsonl)")
     parser.add_argument("--prompts", type=int, default=2, help="random prompts (seeds 1..N)")
-    parser.add_argument("--max-steps", type=int, default=4, help='steps a problem may take')
+    parser.add_argument("--max-steps", type=int, default=4, help="steps a problem may take")
     parser.add_argument("--max-step-tokens", type=int, default=8,
                         help="tokens a step may take before it is cut")
     parser.add_argument("--delimiters", type=int, nargs="+", default=[16, 34],
@@ -40,6 +42,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         parser.error("--prompts, --max-steps and --max-step-tokens must be positive")
     if not 1 <= len(args.delimiters) <= 2 or not all(2 <= d < 256 for d in args.delimiters):
         parser.error("--delimiters takes one or two ids in [2, 256)")
+    problem = output_problem(args.out, folder=True)
+    if problem:
+        parser.error(f"--out: {problem}")
     preset, seed = "test-tiny", 1
     prompts = [[int(t) for t in np.random.default_rng(s).integers(2, 256, 6)]
                for s in range(1, args.prompts + 1)]
@@ -48,7 +53,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         max_total_tokens=args.max_step_tokens * args.max_steps, max_steps=args.max_steps)
     reference = run_reference(prompts, controller, preset=preset, seed=seed)
     start = time.monotonic()
-    rtl = run_cosim(prompts, controller, preset=preset, seed=seed, trace_out=args.out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    trace = args.out / "rtl.jsonl"
+    rtl = run_cosim(prompts, controller, preset=preset, seed=seed, trace_out=trace)
     wall = time.monotonic() - start
     rows = []
     for i, (ref, got) in enumerate(zip(reference["traces"], rtl["traces"], strict=True)):
@@ -64,10 +71,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
           f"reference; {rtl['cycles']:,} cycles in {wall:.0f} s")
     replay = []
     for mode in ("baseline", "t2", "heteroreason"):
-        summary = simulate_file(args.out, config="config1", mode=mode).summary
+        summary = simulate_file(trace, config="config1", mode=mode).summary
         replay.append([mode, f"{summary.latency_s:.3f}"])
     print(format_table(["mode (config1)", "latency s/problem"], replay))
-    print(f"wrote {args.out}")
+    print(f"wrote {trace}")
     same = rtl["traces"] == reference["traces"] and rtl["chains"] == reference["chains"]
     return 0 if same else 1
 

@@ -23,9 +23,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser
+from heteroreason.commands.common import command_parser, write_run_record, write_table
 from heteroreason.model.experiments.report import format_table
-from heteroreason.model.files import InputError
+from heteroreason.model.files import InputError, output_problem
 from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.calibration import CalibrationError
@@ -61,12 +61,13 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
                              "(default 100)")
     parser.add_argument("--ingest-batch", type=int, default=4,
                         help="tokens a pass of the modelled batched ingest (default 4)")
-    parser.add_argument("--out", type=Path, default=Path("build/predict_fpga.png"),
-                        help="the plot, a .png file (default build/predict_fpga.png)")
+    parser.add_argument("--out", type=Path, default=Path("build/predict"),
+                        help="the output directory (predict.png, the tables as CSV and JSON, "
+                             "run.json)")
     return parser
 
 
-def _print_designs(config, designs: dict) -> None:
+def _print_designs(config, designs: dict) -> tuple[list[str], list[list]]:
     """Each board's chosen design and its resources."""
     rows = []
     for b, params in designs.items():
@@ -79,9 +80,10 @@ def _print_designs(config, designs: dict) -> None:
                      f"{need.lut:,}/{have.lut:,}",
                      f"{need.dsp:,}/{have.dsp:,}", f"{need.bram18k:,}/{have.bram18k:,}",
                      "yes" if need.fits(have) else "NO"])
-    print(format_table(["board", "MHz", "MACs/cycle", "rows/beat", "stream B/cycle", "heads ||",
-                        "vector width", "gains/beat", "weight buffer", "LUT", "DSP", "BRAM18K",
-                        "fits"], rows))
+    header = ["board", "MHz", "MACs/cycle", "rows/beat", "stream B/cycle", "heads ||",
+              "vector width", "gains/beat", "weight buffer", "LUT", "DSP", "BRAM18K", "fits"]
+    print(format_table(header, rows))
+    return header, rows
 
 
 def _print_memory(config, designs: dict) -> None:
@@ -109,7 +111,8 @@ def _print_memory(config, designs: dict) -> None:
         print(f"    source: {hbm.source}; efficiency: {hbm.efficiency_source}")
 
 
-def _print_speeds(config, boards: list[str], contexts: list[int]) -> None:
+def _print_speeds(config, boards: list[str], contexts: list[int]
+                  ) -> tuple[list[str], list[list]]:
     """ms/token of each board and the edge GPU by context, against the roofline and the paper."""
     rows = []
     for b in boards:
@@ -126,11 +129,14 @@ def _print_speeds(config, boards: list[str], contexts: list[int]) -> None:
         ms = edge_gpu_ms_per_token(config, "jetson-orin-nano", context)
         rows.append(["jetson-orin-nano", context, f"{ms:.3f}", f"{1000 / ms:.0f}", "-", "-",
                      f"{paper_u280_ms(context):.3f}", f"{paper_u280_ms(context) / ms:.2f}"])
-    print(format_table(["device", "context", "ms/token", "tok/s", "roofline ms",
-                        "% of roofline", "paper U280 ms", "speed-up vs paper"], rows))
+    header = ["device", "context", "ms/token", "tok/s", "roofline ms", "% of roofline",
+              "paper U280 ms", "speed-up vs paper"]
+    print(format_table(header, rows))
+    return header, rows
 
 
-def _print_ingests(config, designs: dict, contexts: list[int], step: int, batch: int) -> None:
+def _print_ingests(config, designs: dict, contexts: list[int], step: int,
+                   batch: int) -> tuple[list[str], list[list]]:
     """A refined step's shadow ingest, token by token and batched, against as many decodes."""
     print(f"shadow synchronisation: a refined step of {step} tokens ingested token "
           f"by token (each a pass over the weights, no LM head) against {step} "
@@ -146,9 +152,9 @@ def _print_ingests(config, designs: dict, contexts: list[int], step: int, batch:
             rows.append([b, context, len(span), f"{ingest:.1f}", f"{ingest / len(span):.3f}",
                          f"{decode:.1f}", f"{decode / ingest:.2f}", f"{batched:.1f}",
                          f"{decode / batched:.2f}"])
-    print(format_table(["board", "context", "tokens", "ingest ms", "ms/token", "decode ms",
-                        "decode / ingest", f"batched ingest ms (B={batch})",
-                        "decode / batched"], rows))
+    header = ["board", "context", "tokens", "ingest ms", "ms/token", "decode ms",
+              "decode / ingest", f"batched ingest ms (B={batch})", "decode / batched"]
+    print(format_table(header, rows))
     print(f"  the designs with a batched ingest of {batch} (the matrix-vector unit's {batch} "
           f"vectors a beat, two a DSP slice; a scratchpad bank a token):")
     for b, params in designs.items():
@@ -156,6 +162,7 @@ def _print_ingests(config, designs: dict, contexts: list[int], step: int, batch:
         print(f"    {b}: LUT {need.lut:,}/{have.lut:,}, FF {need.ff:,}/{have.ff:,}, DSP "
               f"{need.dsp:,}/{have.dsp:,}, BRAM18K {need.bram18k:,}/{have.bram18k:,}: "
               f"{'fits' if need.fits(have) else 'does NOT fit'}")
+    return header, rows
 
 
 def _print_clocks(boards: list[str]) -> None:
@@ -173,7 +180,7 @@ def _print_clocks(boards: list[str]) -> None:
         print(f"  ECP5: no evidence ({exc})")
 
 
-def _plot(config, boards: list[str], out: Path) -> None:
+def _plot(config, boards: list[str], out: Path) -> Path:
     """ms/token by context of every board, the paper's U280 and the edge GPU."""
     import matplotlib
 
@@ -189,20 +196,24 @@ def _plot(config, boards: list[str], out: Path) -> None:
             label="Jetson Orin Nano (roofline)")
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("draft ms / token")
-    ax.set_title(f"{config.name} W8A8 draft decode")
+    ax.set_title(f"{config.name} W8A8 draft decode: the RTL-calibrated designs of "
+                 f"{', '.join(boards)}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
     print(f"wrote {out}")
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
-    if args.out.suffix != ".png" or args.out.is_dir():
-        parser.error(f"--out must name a .png file, not {str(args.out)!r}")
+    problem = output_problem(args.out, folder=True)
+    if problem:
+        parser.error(f"--out: {problem}")
     if args.ingest_step < 1:
         parser.error(f"--ingest-step must be a positive integer, not {args.ingest_step}")
     if args.ingest_batch < 1:
@@ -214,14 +225,23 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     try:
         designs = {b: design_for(config, b) for b in args.boards}
     except CalibrationError as exc:
-        print(f"predict_fpga: error: {exc}", file=sys.stderr)
+        print(f"heteroreason predict: error: {exc}", file=sys.stderr)
         return 2
-    _print_designs(config, designs)
+    tables = {"designs": _print_designs(config, designs)}
     _print_memory(config, designs)
-    _print_speeds(config, args.boards, args.contexts)
-    _print_ingests(config, designs, args.contexts, args.ingest_step, args.ingest_batch)
+    tables["speeds"] = _print_speeds(config, args.boards, args.contexts)
+    tables["ingests"] = _print_ingests(config, designs, args.contexts, args.ingest_step,
+                                       args.ingest_batch)
     _print_clocks(args.boards)
-    _plot(config, args.boards, args.out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    written = [path for name, (header, rows) in tables.items()
+               for path in write_table(args.out / name, header, rows)]
+    written.append(_plot(config, args.boards, args.out / "predict.png"))
+    written.append(write_run_record(
+        args.out, command="predict", argv=list(sys.argv[1:] if argv is None else argv),
+        models={b: {"board": BOARDS[b].source, "design": repr(p)} for b, p in designs.items()},
+        seeds={}, outputs=written))
+    print(f"wrote {args.out}/ (" + ", ".join(p.name for p in written) + ")")
     return 0
 
 if __name__ == "__main__":

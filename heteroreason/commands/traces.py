@@ -42,8 +42,8 @@ def cmd_generate(args) -> int:
     """Each dataset's traces written as they are made, into a file renamed once all are done
     (an error leaves no output)."""
     names = list(PROFILES) if args.dataset == "all" else [args.dataset]
-    outs = {name: args.out / f"{name}.jsonl" if args.dataset == "all" else args.out
-            for name in names}
+    outs = {name: args.out / f"{name}.jsonl" for name in names}
+    args.out.mkdir(parents=True, exist_ok=True)
     partial = {name: out.with_name(f".{out.name}.generating") for name, out in outs.items()}
     counts, name = {}, names[0]
     try:
@@ -120,8 +120,19 @@ def cmd_import(args) -> int:
             traces.extend(got)
             for error in skipped:
                 print(f"skipped: {error}", file=sys.stderr)
-    count = dump_traces(traces, args.out)
-    print(f"imported {count} problems into {args.out}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    by_dataset: dict[str, list] = {}
+    for trace in traces:
+        by_dataset.setdefault(trace.dataset, []).append(trace)
+    for dataset, group in by_dataset.items():  # a file per dataset, renamed once written
+        path = args.out / f"{dataset}.jsonl"
+        partial = path.with_name(f".{path.name}.importing")
+        try:
+            count = dump_traces(group, partial)
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)
+        print(f"imported {count} problems into {path}")
     return 0
 
 
@@ -144,7 +155,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     g.add_argument("--seed", type=int, required=True,
                    help="the generator's seed (the same seed gives the same bytes)")
     g.add_argument("--out", type=Path, required=True,
-                   help="output file (a folder with --dataset all)")
+                   help="the output directory (a DATASET.jsonl file per dataset)")
     g.add_argument("--max-context", type=int, default=PRM_CONTEXT_TOKENS,
                    help="a problem ends before the first step whose context exceeds this "
                         f"(default {PRM_CONTEXT_TOKENS}: the PRM's)")
@@ -156,7 +167,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     i.add_argument("--format", required=True, choices=["artifact", "token-log"],
                    help="the input's format: the artifact's example_*.json, or a token log")
     i.add_argument("inputs", nargs="+", type=Path, help="files or folders")
-    i.add_argument("--out", required=True, type=Path, help="the output file (.jsonl)")
+    i.add_argument("--out", required=True, type=Path,
+                   help="the output directory (a DATASET.jsonl file per dataset)")
     i.add_argument("--dataset", default=None,
                    help="dataset name (artifact: default the folder's name)")
     i.add_argument("--prompt-tokens", type=int, default=None,
@@ -179,8 +191,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if getattr(args, "prompt_tokens", None) is not None and args.prompt_tokens < 1:
         parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
     if getattr(args, "out", None) is not None:
-        folder = args.command == "generate" and args.dataset == "all"
-        problem = output_problem(args.out, folder=folder)
+        problem = output_problem(args.out, folder=True)
         if problem:
             parser.error(f"--out: {problem}")
     handler = {"generate": cmd_generate, "stats": cmd_stats, "import": cmd_import,
