@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -107,7 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"of: {known}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"heteroreason.commands.{command.module}")
-    return int(module.main(args[1:], prog=f"heteroreason {name}") or 0)
+    try:
+        return int(module.main(args[1:], prog=f"heteroreason {name}") or 0)
+    except BrokenPipeError:  # the reader (a pager, head) went away: not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print(f"heteroreason {name}: interrupted", file=sys.stderr)
+        return 130
 
 
 def script_main(script: str) -> int:

@@ -3,7 +3,9 @@ on an existing cluster (``scheduler`` address, or the ``DASK_SCHEDULER_ADDRESS``
 variable that Dask itself reads).
 
 Work goes out in chunks of points, one task per chunk, and comes back in submission order, so
-results are identical whichever executor ran them.
+results are identical whichever executor ran them. An executor given ``progress`` calls it with
+``(chunks done, chunks)`` as a map starts and as each chunk completes (in completion order on
+Dask): what a progress bar needs.
 """
 
 from __future__ import annotations
@@ -29,29 +31,51 @@ def _run_chunk(fn: Callable, chunk: list) -> list:
     return [fn(x) for x in chunk]
 
 
+Progress = Callable[[int, int], None]
+
+
 class _Serial:
+    def __init__(self, progress: Progress | None = None):
+        self.progress = progress
+
     def map(self, fn: Callable, chunked: list[list]) -> list[list]:
-        return [_run_chunk(fn, c) for c in chunked]
+        out = []
+        for done, chunk in enumerate(chunked):
+            if self.progress:
+                self.progress(done, len(chunked))
+            out.append(_run_chunk(fn, chunk))
+        if self.progress:
+            self.progress(len(chunked), len(chunked))
+        return out
 
 
 class _Dask:
-    def __init__(self, client):
+    def __init__(self, client, progress: Progress | None = None):
         self.client = client
+        self.progress = progress
 
     def map(self, fn: Callable, chunked: list[list]) -> list[list]:
         futures = [self.client.submit(_run_chunk, fn, c, pure=False) for c in chunked]
+        if self.progress:
+            from distributed import as_completed
+
+            self.progress(0, len(futures))
+            for done, _ in enumerate(as_completed(futures), 1):
+                self.progress(done, len(futures))
         return self.client.gather(futures)
 
 
 @contextmanager
-def executor(*, workers: int | None = None, scheduler: str | None = None) -> Iterator:
+def executor(*, workers: int | None = None, scheduler: str | None = None,
+             progress: Progress | None = None) -> Iterator:
     """A serial executor, or a Dask one (a local cluster of ``workers`` processes, or the
-    cluster at ``scheduler`` / ``$DASK_SCHEDULER_ADDRESS``)."""
+    cluster at ``scheduler`` / ``$DASK_SCHEDULER_ADDRESS``); ``progress`` hears of each
+    chunk done."""
     if workers is not None:
         checks.integer("workers", workers, low=1)
     scheduler = scheduler or (None if workers else os.environ.get(SCHEDULER_ENV))
     if not workers and not scheduler:
-        yield _Serial()
+        yield _Serial(progress)
         return
     try:
         from distributed import Client, LocalCluster
@@ -65,7 +89,7 @@ def executor(*, workers: int | None = None, scheduler: str | None = None) -> Ite
             raise RuntimeError(f"cannot reach the Dask scheduler at {scheduler!r} "
                                f"(--scheduler / ${SCHEDULER_ENV}): {exc}") from None
         try:
-            yield _Dask(client)
+            yield _Dask(client, progress)
         finally:
             client.close()
         return
@@ -76,7 +100,7 @@ def executor(*, workers: int | None = None, scheduler: str | None = None) -> Ite
                            scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"})
     client = Client(cluster)
     try:
-        yield _Dask(client)
+        yield _Dask(client, progress)
     finally:
         client.close()
         cluster.close()

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         try:
             return searches(args.workers, args.search_problems, args.slo)
         except RuntimeError as exc:  # no Dask, or its cluster would not start
-            print(f"bench_fleet: error: {exc}", file=sys.stderr)
+            print(f"heteroreason bench fleet: error: {exc}", file=sys.stderr)
             return 2
     return throughput(args.problems, args.seed)
 

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser
+from heteroreason.commands.common import ProgressBar, command_parser
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.files import output_problem
@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     start = time.monotonic()
     measured = []
     try:
-        with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+        with executor(workers=args.workers, scheduler=args.scheduler,
+                      progress=ProgressBar("calibration grid", "run")) as ex:
             runs = run_chunked(ex, _measure_entry, [(e, args.waves) for e in grid],
                                chunk_size=1)
     except RuntimeError as exc:

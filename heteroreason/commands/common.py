@@ -16,7 +16,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
-__all__ = ["CommandParser", "command_parser", "describe", "detail", "note", "progress",
+__all__ = ["CommandParser", "ProgressBar", "command_parser", "describe", "detail", "note",
+           "progress",
            "write_run_record", "write_table"]
 
 T = TypeVar("T")
@@ -95,6 +96,33 @@ def detail(message: str) -> None:
     """A detail on standard error (only under ``--verbose``)."""
     if _VERBOSITY[0] >= 2:
         print(message, file=sys.stderr, flush=True)
+
+
+class ProgressBar:
+    """A tqdm bar an executor feeds ``(done, total)`` (``executor(progress=...)``): a new bar
+    each time a map starts, closed when it ends; nothing under ``--quiet`` or off a terminal."""
+
+    def __init__(self, desc: str, unit: str = "task"):
+        self.desc, self.unit, self._bar = desc, unit, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if _VERBOSITY[0] == 0 or not sys.stderr.isatty():
+            return
+        from tqdm import tqdm
+
+        if self._bar is None or done == 0:
+            self.close()
+            self._bar = tqdm(total=total, desc=self.desc, unit=self.unit, file=sys.stderr,
+                             leave=False, dynamic_ncols=True)
+        self._bar.n = done
+        self._bar.refresh()
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 def progress(items: Iterable[T], *, total: int | None = None, desc: str = "",

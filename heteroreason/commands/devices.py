@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     try:
         return handler(args)
     except ProfileError as exc:
-        print(f"device_models: error: {exc}", file=sys.stderr)
+        print(f"heteroreason devices: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         component = build_top(args.top, params)
         path = write_verilog(component, args.top, args.out)
     except ExportError as exc:
-        print(f"export_verilog: error: {exc}", file=sys.stderr)
+        print(f"heteroreason export: error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {path} ({', '.join(f'{k}={v}' for k, v in params.items())})")
     for port in ports_of(component):
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             estimate = synthesize_resources(path, args.top, timeout_s=args.synth_timeout,
                                           yosys=args.yosys)
         except RuntimeError as exc:
-            print(f"export_verilog: synthesis failed: {exc}", file=sys.stderr)
+            print(f"heteroreason export: synthesis failed: {exc}", file=sys.stderr)
             return 1
         print(f"synth_xilinx -family xcup: {estimate.as_row()}")
     return 0

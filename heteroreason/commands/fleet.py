@@ -30,7 +30,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser
+from heteroreason.commands.common import ProgressBar, command_parser
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
 from heteroreason.model.files import InputError, output_problem
@@ -201,7 +201,8 @@ def cmd_simulate(args) -> int:
 
 def cmd_sweep(args) -> int:
     curves = {}
-    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+    with executor(workers=args.workers, scheduler=args.scheduler,
+                  progress=ProgressBar(f"fleet {args.command}", "chunk")) as ex:
         start = time.perf_counter()
         for mode in args.modes:
             point = _point(args, slo_s=args.slo, mode=mode)
@@ -220,7 +221,8 @@ def cmd_capacity(args) -> int:
     """The highest arrival rate each configuration and dataset carries within the P99 SLO."""
     points = [replace(_point(args), config=c, datasets=(d,)) for c in args.configs
               for d in args.datasets]
-    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+    with executor(workers=args.workers, scheduler=args.scheduler,
+                  progress=ProgressBar(f"fleet {args.command}", "chunk")) as ex:
         _capacities(ex, args, points, "capacity")
     return 0
 
@@ -231,7 +233,8 @@ def cmd_compare(args) -> int:
     for c in args.configs:
         for d in args.datasets:
             points += compare_points(replace(_point(args), config=c, datasets=(d,)))
-    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+    with executor(workers=args.workers, scheduler=args.scheduler,
+                  progress=ProgressBar(f"fleet {args.command}", "chunk")) as ex:
         rows = _capacities(ex, args, points, "compare")
         pairs = []
         for k in range(0, len(points), 3):
@@ -253,7 +256,8 @@ def cmd_compare(args) -> int:
 
 def cmd_size(args) -> int:
     points = size_points(_point(args), args.drafts, args.prms, args.targets)
-    with executor(workers=args.workers, scheduler=args.scheduler) as ex:
+    with executor(workers=args.workers, scheduler=args.scheduler,
+                  progress=ProgressBar(f"fleet {args.command}", "chunk")) as ex:
         start = time.perf_counter()
         rows = capacities(ex, points, args.slo)
         print(f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s")
@@ -367,7 +371,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     try:
         return args.fn(args)
     except (FleetError, InputError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"heteroreason fleet: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -21,7 +21,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser
+from heteroreason.commands.common import command_parser, progress
 from heteroreason.model.files import output_problem
 from heteroreason.model.timing.fpga.calibration import rtl_hash
 from heteroreason.model.timing.fpga.clock_basis import (
@@ -137,14 +137,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.jobs < 1:
-        print(f"timing_report: error: --jobs must be a positive integer, not {args.jobs}",
+        print(f"heteroreason timing: error: --jobs must be a positive integer, not {args.jobs}",
               file=sys.stderr)
         return 2
 
     try:
         budget, jobs = _jobs(args)
     except (ExportError, TimingError, ValueError) as exc:
-        print(f"timing_report: error: {exc}", file=sys.stderr)
+        print(f"heteroreason timing: error: {exc}", file=sys.stderr)
         return 2
 
     print(f"UltraScale+ -{args.us_speed_grade} at {args.clock_mhz:g} MHz: budget {budget} "
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if target is not None:
         problem = output_problem(target, folder=False)
         if problem:
-            print(f"timing_report: error: --write-evidence: {problem}", file=sys.stderr)
+            print(f"heteroreason timing: error: --write-evidence: {problem}", file=sys.stderr)
             return 2
     missed = 0
     evidence = []
@@ -163,9 +163,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = pool.map(_measure, measure)
-            outcome = _report(results)
+            outcome = _report(progress(results, total=len(measure), desc="tops", unit="top"))
     else:
-        outcome = _report(map(_measure, measure))
+        outcome = _report(progress(map(_measure, measure), total=len(measure), desc="tops",
+                                   unit="top"))
     if isinstance(outcome, int):
         return outcome
     missed, evidence = outcome

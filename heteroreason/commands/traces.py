@@ -54,7 +54,7 @@ def cmd_generate(args) -> int:
         for name in names:
             partial[name].replace(outs[name])
     except ValueError as exc:
-        print(f"traces: error: dataset {name}: {exc}", file=sys.stderr)
+        print(f"heteroreason traces: error: dataset {name}: {exc}", file=sys.stderr)
         return 2
     finally:
         for path in partial.values():
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     try:
         return handler(args)
     except TraceError as exc:
-        print(f"traces: error: {exc}", file=sys.stderr)
+        print(f"heteroreason traces: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     traces = args.artifact / TRACES
     profiles, logs = args.artifact / PROFILES, args.artifact / TOKEN_LOGS
     if not traces.is_dir() and not profiles.is_dir() and not logs.is_dir():
-        print(f"validate: error: no artifact data: none of {traces}, {profiles}, {logs} "
-              f"exists (--artifact names the artifact's folder)", file=sys.stderr)
+        print(f"heteroreason validate: error: no artifact data: none of {traces}, {profiles}, "
+              f"{logs} exists (--artifact names the artifact's folder)", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     try:
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         p_lines, p_files = profile_section(profiles, args.out, config)
         t_lines, t_files = token_log_section(logs, args.out, config, args.prompt_tokens)
     except (InputError, ProfileError, TraceError, ValueError) as exc:
-        print(f"validate: error: {exc}", file=sys.stderr)
+        print(f"heteroreason validate: error: {exc}", file=sys.stderr)
         return 2
     report = ["# Validation report", "",
               "Level a: the scheduler against the artifact simulator's schedule on identical "

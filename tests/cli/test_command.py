@@ -98,3 +98,16 @@ def test_quiet_and_verbose_exclude_each_other(tmp_path):
                            "--verbose", "--out", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_wheel_lists_every_package():
+    """Every folder with an __init__.py is a package the wheel ships (a missing one installs a
+    wheel whose imports fail and whose RTL fingerprint differs from the checkout's)."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    roots = {folder: package for package, folder in config["package-dir"].items()}
+    roots["heteroreason"] = "heteroreason"
+    found = {".".join([package, *init.parent.relative_to(ROOT / folder).parts])
+             for folder, package in roots.items()
+             for init in (ROOT / folder).rglob("__init__.py")}
+    assert found == set(config["packages"])

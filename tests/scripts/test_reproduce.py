@@ -114,6 +114,7 @@ def test_bench_scheduler_prints_rates():
 def test_reproduce_on_captured_traces(tmp_path):
     proc = run("run_brsd.py", "--count", "2", "--max-steps", "5", "--out", tmp_path / "brsd")
     assert proc.returncode == 0, proc.stderr
-    proc = run("reproduce.py", "--traces", tmp_path / "brsd" / "traces.jsonl", "--configs", "config1", "--out", tmp_path)
+    proc = run("reproduce.py", "--traces", tmp_path / "brsd" / "traces.jsonl", "--configs",
+               "config1", "--out", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "ablation.png").exists() and (tmp_path / "gantt.png").exists()
