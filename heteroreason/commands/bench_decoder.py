@@ -3,7 +3,7 @@
 weight-stream ideal, at chosen context lengths, and the simulation speed.
 
     heteroreason bench decoder                      # small preset and full-size layer
-    heteroreason bench decoder --config small --context 16 512 --latency 64
+    heteroreason bench decoder --configs small --contexts 16 512 --latency 64
 
 The ideal is the stream beats of one sampled token (weight bytes / stream bytes per cycle, one
 beat per cycle); utilization = ideal / measured cycles, and of the memory's rate = ideal / (the
@@ -75,9 +75,9 @@ def bench(preset: str, params: DecoderParams, contexts: list[int], *, latency: i
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = command_parser(__doc__, prog=prog)
-    parser.add_argument("--config", nargs="+", default=["small", "0.5b-layer"],
+    parser.add_argument("--configs", nargs="+", default=["small", "0.5b-layer"],
                         choices=sorted(CONFIGS), help='the decoder presets benchmarked')
-    parser.add_argument("--context", type=int, nargs="+", default=[16, 512],
+    parser.add_argument("--contexts", type=int, nargs="+", default=[16, 512],
                         help="KV positions of the timed token (its attention spans pos + 1)")
     parser.add_argument("--latency", type=int, default=64,
                         help="memory latency in cycles (default 64)")
@@ -101,13 +101,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         parser.error(f"--latency must be a non-negative integer, not {args.latency}")
     if not 0.0 <= args.stall < 1.0:
         parser.error(f"--stall must be in [0, 1), not {args.stall}")
-    for name in args.config:
+    for name in args.configs:
         limit = qwen2_config(CONFIGS[name][0]).max_context
-        bad = [c for c in args.context if not 0 <= c < limit]
+        bad = [c for c in args.contexts if not 0 <= c < limit]
         if bad:
-            parser.error(f"--context must be in [0, {limit}) for config {name}, not {bad[0]}")
+            parser.error(f"--contexts must be in [0, {limit}) for config {name}, not {bad[0]}")
     rows = []
-    for name in args.config:
+    for name in args.configs:
         preset, params = CONFIGS[name]
         rate, ports, fifo = 1.0 - args.stall, (), 8
         if args.board:
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             print(f"{name} on {args.board}'s memory plan: {plan.describe()}; a FIFO of "
                   f"{fifo} slices a port", file=sys.stderr)
         start = time.monotonic()
-        tokens, operators = bench(preset, params, args.context, latency=args.latency,
+        tokens, operators = bench(preset, params, args.contexts, latency=args.latency,
                                   stall=args.stall, waves=args.waves, weight_ports=ports,
                                   port_fifo_depth=fifo)
         for token, per_op in zip(tokens, operators or [], strict=False):

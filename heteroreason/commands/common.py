@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
@@ -82,7 +83,7 @@ class CommandParser(argparse.ArgumentParser):
 def command_parser(doc: str | None, *, prog: str | None = None, **kwargs) -> CommandParser:
     """The parser of a command whose module docstring is ``doc``."""
     description, epilog = describe(doc)
-    return CommandParser(prog=prog, description=description,
+    return CommandParser(prog=prog, description=textwrap.fill(description, 100),
                          epilog=kwargs.pop("epilog", None) or epilog or None, **kwargs)
 
 

@@ -3,7 +3,7 @@
 integer reference as the draft, and replay the captured trace through the scheduler.
 
     heteroreason cosim --out build/cosim
-    heteroreason cosim --prompts 3 --max-steps 6 --out build/cosim.jsonl
+    heteroreason cosim --count 3 --max-steps 6 --out build/cosim
 
 Prints per problem the outcomes, whether the RTL run equals the reference run token for token,
 the host commands sent and the KVMU modes they led to, then the replay's latency per mode.
@@ -31,15 +31,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = command_parser(__doc__, prog=prog)
     parser.add_argument("--out", type=Path, required=True,
                         help="the output directory (the RTL run's trace: rtl.jsonl)")
-    parser.add_argument("--prompts", type=int, default=2, help="random prompts (seeds 1..N)")
+    parser.add_argument("--count", type=int, default=2, help="random prompts (seeds 1..N)")
     parser.add_argument("--max-steps", type=int, default=4, help="steps a problem may take")
     parser.add_argument("--max-step-tokens", type=int, default=8,
                         help="tokens a step may take before it is cut")
     parser.add_argument("--delimiters", type=int, nargs="+", default=[16, 34],
                         help="one or two step-delimiter ids (the engine is built with them)")
     args = parser.parse_args(argv)
-    if args.prompts < 1 or args.max_steps < 1 or args.max_step_tokens < 1:
-        parser.error("--prompts, --max-steps and --max-step-tokens must be positive")
+    if args.count < 1 or args.max_steps < 1 or args.max_step_tokens < 1:
+        parser.error("--count, --max-steps and --max-step-tokens must be positive")
     if not 1 <= len(args.delimiters) <= 2 or not all(2 <= d < 256 for d in args.delimiters):
         parser.error("--delimiters takes one or two ids in [2, 256)")
     problem = output_problem(args.out, folder=True)
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         parser.error(f"--out: {problem}")
     preset, seed = "test-tiny", 1
     prompts = [[int(t) for t in np.random.default_rng(s).integers(2, 256, 6)]
-               for s in range(1, args.prompts + 1)]
+               for s in range(1, args.count + 1)]
     controller = ControllerConfig(
         delimiters=frozenset(args.delimiters), eos=1, max_step_tokens=args.max_step_tokens,
         max_total_tokens=args.max_step_tokens * args.max_steps, max_steps=args.max_steps)

@@ -33,6 +33,7 @@ from pathlib import Path
 from heteroreason.commands.common import ProgressBar, command_parser
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
+from heteroreason.model.experiments.report import format_table
 from heteroreason.model.files import InputError, output_problem
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
@@ -157,13 +158,9 @@ def _write(rows: list[dict], out: Path, stem: str) -> list[Path]:
 
 
 def _print(rows: list[dict], keys: list[str]) -> None:
-    print("  ".join(f"{k:>16}" for k in keys))
-    for row in rows:
-        cells = []
-        for k in keys:
-            v = row.get(k)
-            cells.append(f"{v:>16.4g}" if isinstance(v, float) else f"{v!s:>16}")
-        print("  ".join(cells))
+    """The records' ``keys`` as an aligned table (each column as wide as its widest cell)."""
+    print(format_table(keys, [[f"{v:.4g}" if isinstance(v, float) else str(v)
+                               for v in (row.get(k) for k in keys)] for row in rows]))
 
 
 def cmd_simulate(args) -> int:

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = command_parser(__doc__, prog=prog)
     add_trace_set_options(parser, default_fpgas=list(VERDICT_FPGAS),
                           fpgas_help="the FPGA draft models HeteroReason runs with (the "
-                                     "verdict needs the three defaults)")
+                                     "verdict compares artifact, rtl-u280-300 and rtl-v80)")
     parser.add_argument("--no-bt-traces", nargs="+", type=Path, default=None,
                         help="traces without backtracking (default with bundled traces: their "
                              "synthetic RSD companions; none with --traces)")

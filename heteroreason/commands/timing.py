@@ -93,7 +93,7 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
                         help="write the figures as the timing evidence the projection cites "
                              f"(default {_shown(EVIDENCE_FILE)}, with --ecp5 "
                              f"{_shown(ECP5_EVIDENCE_FILE)})")
-    parser.add_argument("--jobs", type=int, default=1,
+    parser.add_argument("--workers", type=int, default=1,
                         help="tops measured at once, each in its own process (default 1)")
     parser.add_argument("--paths", action="store_true",
                         help="list every end signal over the budget with its deepest path "
@@ -136,10 +136,8 @@ def _write_evidence(target: Path, args, evidence: list) -> None:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
-    if args.jobs < 1:
-        print(f"heteroreason timing: error: --jobs must be a positive integer, not {args.jobs}",
-              file=sys.stderr)
-        return 2
+    if args.workers < 1:
+        parser.error(f"--workers must be a positive integer, not {args.workers}")
 
     try:
         budget, jobs = _jobs(args)
@@ -160,8 +158,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     missed = 0
     evidence = []
     measure = [(top, params, budget, args) for top, params in jobs]
-    if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    if args.workers > 1:
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
             results = pool.map(_measure, measure)
             outcome = _report(progress(results, total=len(measure), desc="tops", unit="top"))
     else:

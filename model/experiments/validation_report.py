@@ -37,6 +37,7 @@ from heteroreason.model.experiments.validation import (
     token_log_checks,
     token_log_replay,
 )
+from heteroreason.model.fleet.metrics import percentile
 from heteroreason.model.timing.profile_fit import read_profile
 
 __all__ = ["DATASETS", "GOALS", "PROFILES", "PROMPT_SWEEP", "SIMULATOR_CONFIG",
@@ -60,8 +61,9 @@ def _dataset(path: Path) -> str:
 
 
 def _percentile(errors, q: float) -> float:
-    ordered = sorted(abs(e) for e in errors)
-    return 100 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    """The ``q`` quantile of ``|errors|`` in %: the fleet's nearest-rank percentile, the one
+    definition the project uses."""
+    return 100 * percentile(sorted(abs(e) for e in errors), 100 * q)
 
 
 def _write_csv(checks: list[ProblemCheck], path: Path) -> Path:

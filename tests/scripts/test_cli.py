@@ -121,7 +121,7 @@ def test_run_brsd(tmp_path):
 
 @pytest.mark.slow
 def test_bench_decoder_reports_utilization():
-    proc = run("bench_decoder.py", "--config", "tiny", "--context", "3", "40")
+    proc = run("bench_decoder.py", "--configs", "tiny", "--contexts", "3", "40")
     assert proc.returncode == 0, proc.stderr
     assert "utilization %" in proc.stdout and "test-tiny" in proc.stdout
     rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["tiny"]]
@@ -131,21 +131,21 @@ def test_bench_decoder_reports_utilization():
     assert float(rows[1][7]) == float(rows[1][8])  # no stalls: the memory's rate is a beat
     # a memory that offers half a beat a cycle: the utilization of its rate is twice the
     # utilization of a beat a cycle
-    proc = run("bench_decoder.py", "--config", "tiny", "--context", "40", "--stall", "0.5")
+    proc = run("bench_decoder.py", "--configs", "tiny", "--contexts", "40", "--stall", "0.5")
     assert proc.returncode == 0, proc.stderr
     row = next(line.split() for line in proc.stdout.splitlines()
                if line.split()[:1] == ["tiny"])
     utilization, of_rate = float(row[7]), float(row[8])
     assert of_rate == pytest.approx(2 * utilization, abs=0.11) and of_rate <= 100.0
     assert int(row[5]) > cycles
-    proc = run("bench_decoder.py", "--config", "tiny", "--context", "9999")
-    assert proc.returncode == 2 and "--context must be in [0, 512) for config tiny" in \
+    proc = run("bench_decoder.py", "--configs", "tiny", "--contexts", "9999")
+    assert proc.returncode == 2 and "--contexts must be in [0, 512) for config tiny" in \
         proc.stderr
     proc = run("bench_decoder.py", "--latency", "-1")
     assert proc.returncode == 2 and "--latency must be a non-negative integer" in proc.stderr
     # the weights on a board's memory plan: the tiny core's 8-byte stream fits one U280 port,
     # which carries a beat a cycle: the memory's rate is a beat
-    proc = run("bench_decoder.py", "--config", "tiny", "--context", "40", "--board", "u280-300")
+    proc = run("bench_decoder.py", "--configs", "tiny", "--contexts", "40", "--board", "u280-300")
     assert proc.returncode == 0, proc.stderr
     assert "tiny on u280-300's memory plan: params: 9 B/beat over 1 x 256-bit port" in proc.stderr
     row = next(line.split() for line in proc.stdout.splitlines()
@@ -161,7 +161,7 @@ def test_bench_decoder_reports_utilization():
 def test_cosim_brsd_rejects_bad_arguments(tmp_path):
     proc = run("cosim_brsd.py", "--out", tmp_path / "t.jsonl", "--delimiters", "16", "34", "40")
     assert proc.returncode == 2 and "--delimiters takes one or two ids" in proc.stderr
-    proc = run("cosim_brsd.py", "--out", tmp_path / "t.jsonl", "--prompts", "0")
+    proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--count", "0")
     assert proc.returncode == 2 and "must be positive" in proc.stderr
 
 

@@ -61,7 +61,7 @@ def test_a_design_too_big_for_the_part_names_the_resource():
     (["--top", "mvu", "--clock-mhz", "-5"], "clock must be positive"),
     (["--top", "nope"], "unknown top 'nope'"),
     (["--top", "mvu", "--param", "lanes=x"], "parameter 'lanes' of top 'mvu' must be an integer"),
-    (["--top", "mvu", "--jobs", "0"], "--jobs must be a positive integer, not 0"),
+    (["--top", "mvu", "--workers", "0"], "--workers must be a positive integer, not 0"),
 ])
 def test_bad_input_exits_2_before_any_work(args, message):
     result = run_script(*args)
