@@ -37,6 +37,7 @@ from heteroreason.model.experiments.reproduce import (
     ReproRow,
     add_trace_set_options,
     bundled_sets,
+    check_companions,
     check_trace_set_options,
     config_sources,
     load_trace_sets,
@@ -61,13 +62,12 @@ from heteroreason.model.workload.bundled import BUNDLED_PROBLEMS, BUNDLED_SEED
 from heteroreason.model.workload.traces import TraceError
 
 
-def _plots(rows, results, config: str, fpgas: list[str], out: Path) -> list[Path]:
-    """The ablation, the breakdown, and the Gantt chart and Chrome trace of one problem of the
-    first configuration's first dataset (one that backtracks, in few steps, if any)."""
-    from heteroreason.model.experiments.plots import plot_ablation, plot_breakdown, plot_gantt
+def _gantt(rows, results, config: str, fpgas: list[str], out: Path) -> list[Path]:
+    """The Gantt chart and Chrome trace of one problem of ``rows``' set (one that backtracks,
+    in few steps, if any): baseline, t2 and HeteroReason with this project's U280 design (or
+    the first FPGA model)."""
+    from heteroreason.model.experiments.plots import plot_gantt
 
-    written = [plot_ablation(rows, out / "ablation.png"),
-               plot_breakdown(rows, out / "breakdown.png")]
     dataset = rows[0].dataset
     base = results[(config, dataset, True, "baseline", "")]
     pick = next((i for i, r in enumerate(base.runs)
@@ -77,42 +77,59 @@ def _plots(rows, results, config: str, fpgas: list[str], out: Path) -> list[Path
     fpga = BREAK_EVEN_BASE if BREAK_EVEN_BASE in fpgas else fpgas[0]
     runs = [results[(config, dataset, True, m, f)].runs[pick]
             for m, f in (("baseline", ""), ("t2", ""), ("heteroreason", fpga))]
-    written.append(plot_gantt(runs, out / "gantt.png"))
-    written.append(write_json(chrome_trace(runs[-1]), out / "gantt.trace.json"))
-    return written
+    return [plot_gantt(runs, out / "gantt.png"),
+            write_json(chrome_trace(runs[-1]), out / "gantt.trace.json")]
 
 
-def _replay(config_name: str, with_bt, without_bt, fpgas: list[str], gpu_draft: str,
-            plotted: tuple[str, str] | None, verdict: bool):
-    """One configuration's rows, results and verdict (what a worker process runs)."""
-    rows, results = reproduce([config_name], with_bt, without_bt, fpgas=fpgas,
-                              gpu_draft=gpu_draft, keep_runs_for=plotted)
-    if plotted is None or plotted[0] != config_name:
-        results = {}  # only the plotted configuration's timelines travel back
-    verdicts = verdict_rows(rows, with_bt, gpu_draft=gpu_draft) if verdict else []
-    return rows, results, verdicts
+def _replay(task: tuple[str, str], with_bt, without_bt, fpgas: list[str], gpu_draft: str,
+            plotted: Path | None, verdict: bool):
+    """One configuration and dataset: its rows, its verdict, and (for the first, when
+    ``plotted`` names the output directory) the Gantt chart drawn there: what a worker runs."""
+    config_name, dataset = task
+    mine = {dataset: with_bt[dataset]}
+    first = plotted is not None and task == (config_name, ordered_datasets(with_bt)[0]) and \
+        _first_config[0] == config_name
+    rows, results = reproduce([config_name], mine,
+                              {dataset: without_bt[dataset]} if without_bt and
+                              dataset in without_bt else None,
+                              fpgas=fpgas, gpu_draft=gpu_draft,
+                              keep_runs_for=task if first else None)
+    drawn = _gantt(rows, results, config_name, fpgas, plotted) if first else []
+    verdicts = verdict_rows(rows, mine, gpu_draft=gpu_draft) if verdict else []
+    return rows, drawn, verdicts
 
 
-def _replay_all(configs: list[str], workers: int, *args):
-    """:func:`_replay` of every configuration, in ``workers`` processes (forked after the
-    FPGA designs are built, so each finds them built); the same figures in the same order
-    however many."""
+# the first configuration of the run (set before the workers fork): its first set is drawn
+_first_config = [""]
+
+
+def _replay_all(configs: list[str], workers: int, with_bt, without_bt, *args):
+    """:func:`_replay` of every configuration and dataset, in ``workers`` processes (forked
+    after the FPGA designs are built, so each finds them built; the plotting library loads
+    here while they run); the same figures in the same order however many."""
+    check_companions(with_bt, without_bt)
     for name in configs:  # the designs' search runs once, here, before any fork
-        for fpga in args[2]:
-            system_config(name, fpga=fpga, gpu_draft=args[3])
-    if workers > 1 and len(configs) > 1:
+        for fpga in args[0]:
+            system_config(name, fpga=fpga, gpu_draft=args[1])
+    _first_config[0] = configs[0]
+    tasks = [(name, dataset) for name in configs for dataset in ordered_datasets(with_bt)]
+    rest = [with_bt, without_bt, *args]
+    if workers > 1 and len(tasks) > 1:
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(workers, len(configs)),
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
                                  mp_context=context) as pool:
-            parts = list(pool.map(_replay, configs, *([a] * len(configs) for a in args)))
+            futures = [pool.submit(_replay, task, *rest) for task in tasks]
+            if args[2] is not None:
+                import heteroreason.model.experiments.plots  # noqa: F401
+            parts = [f.result() for f in futures]
     else:
-        parts = [_replay(name, *args) for name in configs]
-    rows, results, verdicts = [], {}, []
-    for part_rows, part_results, part_verdicts in parts:
+        parts = [_replay(task, *rest) for task in tasks]
+    rows, drawn, verdicts = [], [], []
+    for part_rows, part_drawn, part_verdicts in parts:
         rows += part_rows
-        results.update(part_results)
+        drawn += part_drawn
         verdicts += part_verdicts
-    return rows, results, verdicts
+    return rows, drawn, verdicts
 
 
 def _write_verdict(verdicts: list[VerdictRow], out: Path) -> list[Path]:
@@ -133,6 +150,22 @@ def _write_verdict(verdicts: list[VerdictRow], out: Path) -> list[Path]:
                                  f"{v.t2_j_per_token:.3f}", f"{o.j_per_token:.3f}", even])
     json_path.write_text(json.dumps([asdict(v) for v in verdicts], indent=1, default=str))
     return [csv_path, json_path]
+
+
+def _trace_sets(args):
+    """The traces with and without backtracking, and where each came from."""
+    if args.traces is None:
+        with_bt, without_bt = bundled_sets(), synthetic_no_backtrack_sets()
+        source = f"bundled synthetic sets (seed {BUNDLED_SEED}, {BUNDLED_PROBLEMS} problems)"
+        no_bt_source = "their synthetic RSD companions (same seed and size)"
+    else:
+        with_bt = load_trace_sets(args.traces, prompt_tokens=args.prompt_tokens)
+        without_bt, no_bt_source = None, "none"
+        source = ", ".join(map(str, args.traces))
+    if args.no_bt_traces is not None:
+        without_bt = load_trace_sets(args.no_bt_traces, prompt_tokens=args.prompt_tokens)
+        no_bt_source = ", ".join(map(str, args.no_bt_traces))
+    return with_bt, without_bt, source, no_bt_source
 
 
 def _models(configs: list[str], fpgas: list[str], gpu_draft: str) -> dict:
@@ -160,7 +193,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="also print the full table and every input's source")
     parser.add_argument("--no-plots", action="store_true", help="write no plots")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                        help="processes replaying the configurations at once (1: in this one; "
+                        help="processes replaying the configurations and datasets at once (1: in "
+                             "this one; "
                              "the figures are the same)")
     args = parser.parse_args(argv)
     if not 1 <= args.workers <= 64:
@@ -173,21 +207,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
     start = time.monotonic()
     try:
-        if args.traces is None:
-            with_bt, without_bt = bundled_sets(), synthetic_no_backtrack_sets()
-            source = f"bundled synthetic sets (seed {BUNDLED_SEED}, {BUNDLED_PROBLEMS} problems)"
-            no_bt_source = "their synthetic RSD companions (same seed and size)"
-        else:
-            with_bt = load_trace_sets(args.traces, prompt_tokens=args.prompt_tokens)
-            without_bt, no_bt_source = None, "none"
-            source = ", ".join(map(str, args.traces))
-        if args.no_bt_traces is not None:
-            without_bt = load_trace_sets(args.no_bt_traces, prompt_tokens=args.prompt_tokens)
-            no_bt_source = ", ".join(map(str, args.no_bt_traces))
-        plotted = None if args.no_plots else (args.configs[0], ordered_datasets(with_bt)[0])
+        with_bt, without_bt, source, no_bt_source = _trace_sets(args)
+        plotted = None if args.no_plots else args.out
         note(f"replaying {sum(map(len, with_bt.values()))} problems per mode and FPGA model "
              f"({source})")
-        rows, results, verdicts = _replay_all(args.configs, args.workers, with_bt, without_bt,
+        rows, drawn, verdicts = _replay_all(args.configs, args.workers, with_bt, without_bt,
                                               args.fpgas, args.gpu_draft, plotted,
                                               verdict_wanted)
     except (TraceError, ScheduleError, ValueError) as exc:
@@ -213,7 +237,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if verdicts:
         written += _write_verdict(verdicts, args.out)
     if not args.no_plots:
-        written += _plots(rows, results, args.configs[0], args.fpgas, args.out)
+        from heteroreason.model.experiments.plots import plot_ablation, plot_breakdown
+
+        written += [plot_ablation(rows, args.out / "ablation.png"),
+                    plot_breakdown(rows, args.out / "breakdown.png"), *drawn]
     written.append(write_run_record(
         args.out, command="reproduce", argv=list(sys.argv[1:] if argv is None else argv),
         models=_models(args.configs, args.fpgas, args.gpu_draft),

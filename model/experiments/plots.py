@@ -95,17 +95,16 @@ def plot_breakdown(rows: Sequence[ReproRow], path: Path) -> Path:
     for i, config in enumerate(configs):
         for j, dataset in enumerate(datasets):
             ax = axes[i][j]
-            for x, (mode, fpga) in enumerate(bars):
-                match = [r for r in rows if (r.config, r.dataset, r.mode, r.backtracking,
-                                             r.fpga) == (config, dataset, mode, True, fpga)]
-                if not match:
-                    continue
-                m = match[0].metrics
-                for k, device in enumerate(devices):
-                    value = m.stall_share * m.latency_s if device == "stall" \
-                        else m.utilization[device] * m.latency_s
-                    ax.bar(x + (k - 1.5) * 0.19, value, 0.19, color=COLORS[device])
-                ax.plot([x - 0.42, x + 0.42], [m.latency_s] * 2, color="black")
+            by_key = {(r.mode, r.fpga): r.metrics for r in rows
+                      if (r.config, r.dataset, r.backtracking) == (config, dataset, True)}
+            shown = [(x, by_key[bar]) for x, bar in enumerate(bars) if bar in by_key]
+            for k, device in enumerate(devices):  # one call a device: each bar's share
+                ax.bar([x + (k - 1.5) * 0.19 for x, _ in shown],
+                       [m.stall_share * m.latency_s if device == "stall"
+                        else m.utilization[device] * m.latency_s for _, m in shown],
+                       0.19, color=COLORS[device])
+            ax.hlines([m.latency_s for _, m in shown], [x - 0.42 for x, _ in shown],
+                      [x + 0.42 for x, _ in shown], color="black")
             ax.set_xticks(range(len(bars)), names, fontsize=7)
             ax.set_title(f"{config} {dataset}", fontsize=9)
             if j == 0:
@@ -121,16 +120,21 @@ def plot_gantt(runs: Sequence[ProblemRun], path: Path) -> Path:
     fig, axes = plt.subplots(len(runs), 1, figsize=(12, 1.9 * len(runs) + 0.6), squeeze=False)
     resources = ["link", "target", "prm", "draft"]
     for ax, run in zip(axes[:, 0], runs, strict=True):
-        for iv in run.intervals:
-            y = resources.index(iv.resource)
+        groups: dict[tuple[str, str, bool], list[tuple[float, float]]] = {}
+        for iv in run.intervals:  # one call per row, color and hatch: the same picture
             color = COLORS["stall"] if iv.kind == "stall" else COLORS[iv.resource]
-            ax.broken_barh([(iv.start_ms / 1e3, max(iv.duration_ms / 1e3, 1e-4))],
-                           (y - 0.35, 0.7), facecolors=color,
-                           hatch="///" if iv.wasted else None, edgecolor="white", linewidth=0.3)
+            groups.setdefault((iv.resource, color, iv.wasted), []).append(
+                (iv.start_ms / 1e3, max(iv.duration_ms / 1e3, 1e-4)))
+        for (resource, color, wasted), spans in groups.items():
+            y = resources.index(resource)
+            ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=color,
+                           hatch="///" if wasted else None, edgecolor="white", linewidth=0.3)
         ax.set_yticks(range(len(resources)), resources)
         ax.set_xlim(0, max(r.latency_ms for r in runs) / 1e3 * 1.01)
+        fpga = f", FPGA {run.config.fpga.name}" if run.mode.on_fpga else ""
         ax.set_title(f"{run.trace.dataset}/{run.trace.problem_id} {run.config.name} "
-                     f"{run.mode.value}: {run.latency_ms / 1e3:.2f} s", fontsize=9)
+                     f"{run.mode.value}{fpga}, GPU draft {run.config.draft_gpu.name}: "
+                     f"{run.latency_ms / 1e3:.2f} s", fontsize=9)
     axes[-1, 0].set_xlabel("time (s); hatched: discarded work; grey: speculation stall")
     return _save(fig, path)
 

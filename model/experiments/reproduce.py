@@ -160,6 +160,16 @@ def ordered_datasets(sets: dict[str, list[ProblemTrace]]) -> list[str]:
     return [d for d in DATASETS if d in sets] + sorted(set(sets) - set(DATASETS))
 
 
+def check_companions(with_bt: dict[str, list[ProblemTrace]],
+                     without_bt: dict[str, list[ProblemTrace]] | None) -> None:
+    """Refuse traces without backtracking for a dataset that has none with it."""
+    unmatched = sorted(set(without_bt or {}) - set(with_bt))
+    if unmatched:
+        raise ValueError(f"traces without backtracking for {', '.join(unmatched)} have no "
+                         f"traces with backtracking to be compared with (those are for "
+                         f"{', '.join(sorted(with_bt))})")
+
+
 def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
               without_bt: dict[str, list[ProblemTrace]] | None, *,
               fpgas: Sequence[str] = ("artifact",), gpu_draft: str = "measured",
@@ -171,11 +181,7 @@ def reproduce(configs: Sequence[str], with_bt: dict[str, list[ProblemTrace]],
     of ``(config, dataset)`` of ``keep_runs_for`` (where the Gantt plot picks its problem);
     every other result keeps its per-problem metrics alone."""
     rows, results = [], {}
-    unmatched = sorted(set(without_bt or {}) - set(with_bt))
-    if unmatched:
-        raise ValueError(f"traces without backtracking for {', '.join(unmatched)} have no "
-                         f"traces with backtracking to be compared with (those are for "
-                         f"{', '.join(sorted(with_bt))})")
+    check_companions(with_bt, without_bt)
     if not fpgas:
         raise ValueError("fpgas must name at least one FPGA model")
     ordered = ordered_datasets(with_bt)

@@ -26,6 +26,7 @@ other operators token by token, with the single-token core's calibrated overhead
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 
 from heteroreason.model import checks
@@ -155,10 +156,8 @@ class CoreTiming:
     def weight_stream_beats(self, *, keep_logits: bool = True, batch: int = 1) -> int:
         """Stream beats of one pass: the weight bytes over the stream width (an embedding row
         a token of the ``batch``)."""
-        c, p = self.config, self.params
-        mv = sum(getattr(c, op.rows) // p.rows_per_beat * -(-getattr(c, op.cols) // p.lanes)
-                 for _, op in token_operators(c.layers, keep_logits=keep_logits)
-                 if op.unit is Unit.MATVEC)  # the beats of _cycles, without the compute
+        p = self.params
+        mv = _matvec_beats(self.config, p.lanes, p.rows_per_beat, keep_logits)
         return (mv + batch * self.embed_row_beats) * p.ratio
 
     def token_cycles(self, position: int, *, keep_logits: bool = True) -> float:
@@ -259,6 +258,15 @@ class CoreTiming:
 
     def with_overheads(self, overheads: Overheads) -> CoreTiming:
         return replace(self, overheads=overheads)
+
+
+@functools.cache
+def _matvec_beats(config, lanes: int, rows_per_beat: int, keep_logits: bool) -> int:
+    """The matrix-vector beats of a token's operators (those of :meth:`CoreTiming._cycles`,
+    without the compute): they depend on the shapes, the lanes and the rows a beat alone."""
+    return sum(getattr(config, op.rows) // rows_per_beat * -(-getattr(config, op.cols) // lanes)
+               for _, op in token_operators(config.layers, keep_logits=keep_logits)
+               if op.unit is Unit.MATVEC)
 
 
 def cycles_to_ms(cycles: float, clock_hz: float) -> float:
