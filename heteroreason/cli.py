@@ -11,9 +11,11 @@ adds one formatter (defaults shown, descriptions whole) and ``--quiet``/``--verb
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from heteroreason.commands.common import describe
 
-__all__ = ["COMMANDS", "Command", "main", "script_main"]
+__all__ = ["COMMANDS", "Command", "Terminated", "main", "script_main"]
 
 
 @dataclass(frozen=True)
@@ -108,15 +110,30 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"of: {known}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"heteroreason.commands.{command.module}")
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         return int(module.main(args[1:], prog=f"heteroreason {name}") or 0)
     except BrokenPipeError:  # the reader (a pager, head) went away: not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print(f"heteroreason {name}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (staged outputs are left as they were)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        terminated = isinstance(exc, Terminated)
+        print(f"heteroreason {name}: {'terminated' if terminated else 'interrupted'}",
+              file=sys.stderr)
+        return 143 if terminated else 130
+    finally:
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so that its cleanup runs as on Ctrl-C."""
+
+
+def _terminated(signum, frame):
+    raise Terminated
 
 
 def script_main(script: str) -> int:

@@ -19,7 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser, note, write_run_record, write_table
+from heteroreason.commands.common import (
+    OutputBusy,
+    command_parser,
+    note,
+    staged_output,
+    write_run_record,
+    write_table,
+)
 from heteroreason.model.experiments.break_even import (
     DEFAULT_RANGE_MS,
     BreakEven,
@@ -90,6 +97,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if problem:
         parser.error(f"--out: {problem}")
 
+    try:
+        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
+            return _run(args, list(sys.argv[1:] if argv is None else argv), stage)
+    except OutputBusy as exc:
+        print(f"heteroreason break-even: error: --out: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args, argv: list[str], stage: Path) -> int:
+    """The searches and the tables printed, every output written into ``stage``."""
+    low, high = args.range
     start = time.monotonic()
     try:
         # the boards' calibrated figures first: a stale calibration is refused before any work
@@ -120,20 +138,19 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
           f"in [{low:g}, {high:g}]; break-even: heteroreason's mean latency equals the mode's "
           f"(GPU draft '{args.gpu_draft}')")
     print(format_table(BreakEven.HEADER, [r.cells() for r in rows]))
-    args.out.mkdir(parents=True, exist_ok=True)
-    written = write_table(args.out / "break_even", BreakEven.HEADER, [r.cells() for r in rows])
+    written = write_table(stage / "break_even", BreakEven.HEADER, [r.cells() for r in rows])
     if ingest_rows:
         print(f"shadow ingest: heteroreason with the {args.fpgas[0]} model's ingest cost per "
               f"token scaled (its KV term kept); change against the model as it is")
         print(format_table(IngestSensitivity.HEADER, [r.cells() for r in ingest_rows]))
-        written += write_table(args.out / "ingest", IngestSensitivity.HEADER,
+        written += write_table(stage / "ingest", IngestSensitivity.HEADER,
                                [r.cells() for r in ingest_rows])
     if not args.no_plots:
         written.append(plot_break_even(list(panels.values()), marks,
-                                       args.out / "break_even.png",
+                                       stage / "break_even.png",
                                        title=f"GPU draft '{args.gpu_draft}'"))
     written.append(write_run_record(
-        args.out, command="break-even", argv=list(sys.argv[1:] if argv is None else argv),
+        stage, command="break-even", argv=argv,
         models={f: system_config(args.configs[0], fpga=f).fpga.source for f in args.fpgas},
         seeds={}, outputs=written))
     print(f"wrote {args.out}/ (" + ", ".join(p.name for p in written) + f") in "

@@ -15,11 +15,11 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
-__all__ = ["CommandParser", "ProgressBar", "command_parser", "describe", "detail", "note",
-           "progress",
-           "write_run_record", "write_table"]
+__all__ = ["CommandParser", "OutputBusy", "ProgressBar", "command_parser", "describe", "detail",
+           "note", "progress", "staged_output", "write_run_record", "write_table"]
 
 T = TypeVar("T")
 
@@ -204,3 +204,79 @@ def write_table(stem, header, rows) -> list:
         os.replace(tmp, path)
         written.append(path)
     return written
+
+
+class OutputBusy(Exception):
+    """Another run is writing the same output directory."""
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _lock(out):
+    """Take ``OUT``'s lock (a file beside it, made exclusively): refused while a live process
+    holds it; taken over from a process that is gone."""
+    import os
+
+    lock = out.parent / f".{out.name}.lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(lock.read_text(encoding="utf-8").strip() or 0)
+            except (OSError, ValueError):
+                holder = 0
+            if holder and _alive(holder):
+                raise OutputBusy(f"{out} is being written by another run (process {holder}; "
+                                 f"remove {lock} if that process is not heteroreason)") from None
+            lock.unlink(missing_ok=True)  # left by a run that is gone
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return lock
+    raise OutputBusy(f"cannot take the lock {lock}")
+
+
+@contextmanager
+def staged_output(out) -> Iterator:
+    """Outputs whole or absent: a run writes into a staging folder beside ``out`` (yielded),
+    and only when it ends without an error are its files moved into ``out``, one
+    ``os.replace`` each (a file is never seen half written); an error, Ctrl-C or SIGTERM
+    leaves ``out`` as it was and removes the staging folder. ``out``'s lock refuses a second
+    run writing the same folder at the same time (:class:`OutputBusy`)."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out)
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".staging",
+                                      dir=out.parent))
+        try:
+            yield stage
+            staged = sorted(stage.rglob("*"))
+            if staged:  # a run that wrote nothing leaves no folder either
+                out.mkdir(parents=True, exist_ok=True)
+            for path in staged:
+                target = out / path.relative_to(stage)
+                if path.is_dir():
+                    target.mkdir(exist_ok=True)
+                else:
+                    os.replace(path, target)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    finally:
+        lock.unlink(missing_ok=True)

@@ -30,7 +30,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from heteroreason.commands.common import ProgressBar, command_parser
+from heteroreason.commands.common import (
+    OutputBusy,
+    ProgressBar,
+    command_parser,
+    staged_output,
+)
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
 from heteroreason.model.experiments.report import format_table
@@ -157,6 +162,11 @@ def _write(rows: list[dict], out: Path, stem: str) -> list[Path]:
     return [csv_path, json_path]
 
 
+def _final(args, paths: list[Path]) -> list[Path]:
+    """Where ``paths``, written into the staging folder, end up: in the output directory."""
+    return [args.final_out / Path(p).relative_to(args.out) for p in paths]
+
+
 def _print(rows: list[dict], keys: list[str]) -> None:
     """The records' ``keys`` as an aligned table (each column as wide as its widest cell)."""
     print(format_table(keys, [[f"{v:.4g}" if isinstance(v, float) else str(v)
@@ -192,7 +202,7 @@ def cmd_simulate(args) -> int:
     trace_path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
     devices_path = args.out / "simulate.devices.trace.json"
     devices_path.write_text(json.dumps(fleet_chrome_trace(run, window_ms)))
-    print("wrote", *paths, trace_path, devices_path)
+    print("wrote", *_final(args, [*paths, trace_path, devices_path]))
     return 0
 
 
@@ -210,7 +220,7 @@ def cmd_sweep(args) -> int:
                   "energy_j_per_problem", "utilization.draft", "utilization.target"])
     paths = _write(rows, args.out, "sweep")
     png = plot_fleet_curves(curves, args.out / "sweep.png", slo_s=args.slo)
-    print("wrote", *paths, png)
+    print("wrote", *_final(args, [*paths, png]))
     return 0
 
 
@@ -247,7 +257,7 @@ def cmd_compare(args) -> int:
     speedups = speedup_rows(records)
     _print(speedups, ["config", "datasets", "fleet", "load_fraction", "rate_per_s", "t2_mean_s",
                       "hr_mean_s", "speedup_mean", "speedup_p50", "retained_of_batch1"])
-    print("wrote", *_write(speedups, args.out, "compare_speedup"))
+    print("wrote", *_final(args, _write(speedups, args.out, "compare_speedup")))
     return 0
 
 
@@ -278,7 +288,7 @@ def cmd_size(args) -> int:
                   f"(largest capacity {max(r['capacity_per_s'] for r in rows):.4f}/s)")
     paths = _write(rows, args.out, "size")
     png = plot_fleet_sizing(rows, args.out / "size.png", rate_per_s=args.rate)
-    print("wrote", *paths, png)
+    print("wrote", *_final(args, [*paths, png]))
     return 0
 
 
@@ -305,7 +315,7 @@ def _capacities(ex, args, points, stem) -> list[dict]:
     print(f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s")
     _print(rows, ["system", "active_power_w", "capacity_per_s", "p99_at_capacity_s",
                   "p99_vanishing_load_s", "goodput_per_kw", "evaluations"])
-    print("wrote", *_write(rows, args.out, stem))
+    print("wrote", *_final(args, _write(rows, args.out, stem)))
     return rows
 
 
@@ -366,8 +376,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if problem:
         parser.error(problem)
     try:
-        return args.fn(args)
-    except (FleetError, InputError, RuntimeError) as exc:
+        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
+            args.final_out, args.out = args.out, stage
+            return args.fn(args)
+    except (FleetError, InputError, RuntimeError, OutputBusy) as exc:
         print(f"heteroreason fleet: error: {exc}", file=sys.stderr)
         return 2
 

@@ -23,7 +23,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser, write_run_record, write_table
+from heteroreason.commands.common import (
+    OutputBusy,
+    command_parser,
+    staged_output,
+    write_run_record,
+    write_table,
+)
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.files import InputError, output_problem
 from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
@@ -233,14 +239,19 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     tables["ingests"] = _print_ingests(config, designs, args.contexts, args.ingest_step,
                                        args.ingest_batch)
     _print_clocks(args.boards)
-    args.out.mkdir(parents=True, exist_ok=True)
-    written = [path for name, (header, rows) in tables.items()
-               for path in write_table(args.out / name, header, rows)]
-    written.append(_plot(config, args.boards, args.out / "predict.png"))
-    written.append(write_run_record(
-        args.out, command="predict", argv=list(sys.argv[1:] if argv is None else argv),
-        models={b: {"board": BOARDS[b].source, "design": repr(p)} for b, p in designs.items()},
-        seeds={}, outputs=written))
+    try:
+        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
+            written = [path for name, (header, rows) in tables.items()
+                       for path in write_table(stage / name, header, rows)]
+            written.append(_plot(config, args.boards, stage / "predict.png"))
+            written.append(write_run_record(
+                stage, command="predict", argv=list(sys.argv[1:] if argv is None else argv),
+                models={b: {"board": BOARDS[b].source, "design": repr(p)}
+                        for b, p in designs.items()},
+                seeds={}, outputs=written))
+    except OutputBusy as exc:
+        print(f"heteroreason predict: error: --out: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out}/ (" + ", ".join(p.name for p in written) + ")")
     return 0
 

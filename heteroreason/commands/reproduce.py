@@ -23,6 +23,7 @@ import csv
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import textwrap
 import time
@@ -30,7 +31,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser, note, write_run_record
+from heteroreason.commands.common import (
+    OutputBusy,
+    command_parser,
+    note,
+    staged_output,
+    write_run_record,
+)
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.experiments.reproduce import (
     SOURCES_HEADER,
@@ -99,6 +106,12 @@ def _replay(task: tuple[str, str], with_bt, without_bt, fpgas: list[str], gpu_dr
     return rows, drawn, verdicts
 
 
+def _ignore_interrupts() -> None:
+    """A worker leaves Ctrl-C and SIGTERM to the parent, which stops the run and cleans up."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 # the first configuration of the run (set before the workers fork): its first set is drawn
 _first_config = [""]
 
@@ -116,8 +129,8 @@ def _replay_all(configs: list[str], workers: int, with_bt, without_bt, *args):
     rest = [with_bt, without_bt, *args]
     if workers > 1 and len(tasks) > 1:
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
-                                 mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context,
+                                 initializer=_ignore_interrupts) as pool:
             futures = [pool.submit(_replay, task, *rest) for task in tasks]
             if args[2] is not None:
                 import heteroreason.model.experiments.plots  # noqa: F401
@@ -203,12 +216,22 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     problem = output_problem(args.out, folder=True)
     if problem:
         parser.error(f"--out: {problem}")
-    verdict_wanted = all(f in args.fpgas for f in VERDICT_FPGAS)
+    try:
+        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
+            return _run(args, list(sys.argv[1:] if argv is None else argv), stage)
+    except OutputBusy as exc:
+        print(f"heteroreason reproduce: error: --out: {exc}", file=sys.stderr)
+        return 2
 
+
+def _run(args, argv: list[str], stage: Path) -> int:
+    """The replays, the verdict and the tables printed, every output written into ``stage``
+    (moved into ``args.out`` once all are written)."""
+    verdict_wanted = all(f in args.fpgas for f in VERDICT_FPGAS)
     start = time.monotonic()
     try:
         with_bt, without_bt, source, no_bt_source = _trace_sets(args)
-        plotted = None if args.no_plots else args.out
+        plotted = None if args.no_plots else stage
         note(f"replaying {sum(map(len, with_bt.values()))} problems per mode and FPGA model "
              f"({source})")
         rows, drawn, verdicts = _replay_all(args.configs, args.workers, with_bt, without_bt,
@@ -233,16 +256,16 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(format_table(ReproRow.HEADER, [r.cells() for r in rows]))
         print("the inputs of each configuration and their sources (OUT/sources.csv):")
         print(format_table(SOURCES_HEADER, [list(r) for c in configs for r in config_sources(c)]))
-    written = [*write_rows(rows, args.out), write_sources(configs, args.out)]
+    written = [*write_rows(rows, stage), write_sources(configs, stage)]
     if verdicts:
-        written += _write_verdict(verdicts, args.out)
+        written += _write_verdict(verdicts, stage)
     if not args.no_plots:
         from heteroreason.model.experiments.plots import plot_ablation, plot_breakdown
 
-        written += [plot_ablation(rows, args.out / "ablation.png"),
-                    plot_breakdown(rows, args.out / "breakdown.png"), *drawn]
+        written += [plot_ablation(rows, stage / "ablation.png"),
+                    plot_breakdown(rows, stage / "breakdown.png"), *drawn]
     written.append(write_run_record(
-        args.out, command="reproduce", argv=list(sys.argv[1:] if argv is None else argv),
+        stage, command="reproduce", argv=argv,
         models=_models(args.configs, args.fpgas, args.gpu_draft),
         seeds={"bundled traces": BUNDLED_SEED} if args.traces is None else {},
         outputs=written))

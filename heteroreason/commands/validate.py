@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser
+from heteroreason.commands.common import OutputBusy, command_parser, staged_output
 from heteroreason.model.experiments.validation_report import (
     PROFILES,
     SIMULATOR_CONFIG,
@@ -75,14 +75,23 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"heteroreason validate: error: no artifact data: none of {traces}, {profiles}, "
               f"{logs} exists (--artifact names the artifact's folder)", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
     try:
-        s_lines, s_files = schedule_section(traces, args.artifact / SIMULATOR_CONFIG, args.out,
+        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
+            return _write_report(args, traces, profiles, logs, config, stage)
+    except OutputBusy as exc:
+        print(f"heteroreason validate: error: --out: {exc}", file=sys.stderr)
+        return 2
+
+
+def _write_report(args, traces, profiles, logs, config, stage) -> int:
+    """The report's sections, written into ``stage``."""
+    try:
+        s_lines, s_files = schedule_section(traces, args.artifact / SIMULATOR_CONFIG, stage,
                                             system_config("config1"))
         c_lines, c_files = decomposition_section(traces, args.artifact / SIMULATOR_REFERENCE,
-                                                 args.out)
-        p_lines, p_files = profile_section(profiles, args.out, config)
-        t_lines, t_files = token_log_section(logs, args.out, config, args.prompt_tokens)
+                                                 stage)
+        p_lines, p_files = profile_section(profiles, stage, config)
+        t_lines, t_files = token_log_section(logs, stage, config, args.prompt_tokens)
     except (InputError, ProfileError, TraceError, ValueError) as exc:
         print(f"heteroreason validate: error: {exc}", file=sys.stderr)
         return 2
@@ -95,9 +104,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
               "## Step profiles: the GPU models", "", *p_lines, "",
               "## Token logs: the scheduler's baseline", "", *t_lines, "",
               "## Level c: the paper's figures, factor by factor", "", *c_lines]
-    path = args.out / "validation.md"
+    path = stage / "validation.md"
     path.write_text("\n".join(report) + "\n")
-    print("wrote " + ", ".join(map(str, [path, *s_files, *p_files, *t_files, *c_files])))
+    written = [path, *s_files, *p_files, *t_files, *c_files]
+    print("wrote " + ", ".join(str(args.out / Path(p).relative_to(stage)) for p in written))
     return 0
 
 
