@@ -65,6 +65,27 @@ class _Dask:
         return self.client.gather(futures)
 
 
+def _reachable(address: str) -> None:
+    """Refuse at once a scheduler address that is malformed or refuses connections (Dask's own
+    client retries until its timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = f"the Dask scheduler at {address!r} (--scheduler / ${SCHEDULER_ENV})"
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        scheme, host, port = parts.scheme, parts.hostname, parts.port
+    except ValueError:  # a malformed host or port
+        scheme = host = port = None
+    if scheme not in ("tcp", "tls") or not host or port is None:
+        raise RuntimeError(f"{where}: not an address of the form tcp://HOST:PORT")
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            pass
+    except OSError as exc:
+        raise RuntimeError(f"cannot reach {where}: {exc.strerror or exc}") from None
+
+
 @contextmanager
 def executor(*, workers: int | None = None, scheduler: str | None = None,
              progress: Progress | None = None) -> Iterator:
@@ -83,6 +104,7 @@ def executor(*, workers: int | None = None, scheduler: str | None = None,
         raise RuntimeError("Dask is not installed: pip install -e '.[dask]' (or run serially, "
                            "without --workers / --scheduler)") from None
     if scheduler:
+        _reachable(scheduler)
         try:
             client = Client(scheduler, timeout="10s")
         except (OSError, TimeoutError) as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -57,6 +58,9 @@ def loads_json(text: str, where: str):
         raise InputError(at, f"is not valid JSON: {exc.msg} at column {exc.colno}") from None
     except ValueError as exc:  # a duplicate key
         raise InputError(where, f"is not valid JSON: {exc}") from None
+    except RecursionError:  # the decoder's depth is Python's recursion limit
+        raise InputError(where, "is not valid JSON here: nested deeper than "
+                                f"{sys.getrecursionlimit()} levels") from None
 
 
 def output_problem(path: Path | str, *, folder: bool) -> str | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import sys
 import time
 from dataclasses import replace
@@ -67,14 +68,32 @@ from heteroreason.model.workload.bundled import BUNDLED_DIR
 DATASETS = sorted(p.stem for p in BUNDLED_DIR.glob("*.jsonl"))
 
 
-def _positive(kind):
+# the bounds of every size a user passes: a run within them ends in minutes and keeps its
+# time resolution (times are float milliseconds; 1e4 problems at 1e-4 per second arrive over
+# 1e8 s, where a double still keeps a microsecond)
+BOUNDS = {
+    "rate": (1e-4, 1e4, "arrivals per second"),
+    "cv": (1e-3, 10.0, "the gaps' coefficient of variation"),
+    "problems": (1, 1_000_000, "problems"),
+    "pool": (1, 1024, "devices a pool"),
+    "slo": (1e-3, 86_400.0, "seconds"),
+    "window": (1e-3, 1e6, "seconds"),
+}
+
+
+def _positive(kind, bound: str | None = None):
+    """A number of ``kind`` > 0 (finite), within ``BOUNDS[bound]`` where given."""
+    low, high, unit = BOUNDS[bound] if bound else (None, None, "")
+
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text} must be > 0")
+        if not value > 0 or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} must be a finite number > 0")
+        if bound and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} must be in [{low:g}, {high:g}] ({unit})")
         return value
     return parse
 
@@ -107,17 +126,17 @@ def _options(parser: argparse.ArgumentParser, *, rate: bool = True, configs: boo
                             default="heteroreason", help="the serving mode")
     parser.add_argument("--fpga", choices=sorted(FPGA_MODELS), default=None,
                         help="the FPGA draft model (default: the artifact simulator's U280)")
-    parser.add_argument("--pools", nargs=3, type=_positive(int), default=[1, 1, 1],
+    parser.add_argument("--pools", nargs=3, type=_positive(int, "pool"), default=[1, 1, 1],
                         metavar=("DRAFTS", "PRMS", "TARGETS"),
                         help="devices in the draft, PRM and target pools")
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=["math500"],
                         help="the datasets problems are drawn from (their bundled traces)")
     if rate:
-        parser.add_argument("--rate", type=_positive(float), default=0.1,
+        parser.add_argument("--rate", type=_positive(float, "rate"), default=0.1,
                             help="mean arrivals per second")
-    parser.add_argument("--cv", type=_positive(float), default=1.0,
+    parser.add_argument("--cv", type=_positive(float, "cv"), default=1.0,
                         help="coefficient of variation of the gaps (1: Poisson; gamma otherwise)")
-    parser.add_argument("--problems", type=_positive(int), default=400,
+    parser.add_argument("--problems", type=_positive(int, "problems"), default=400,
                         help="problems arriving in a run")
     parser.add_argument("--seed", type=_non_negative, default=0,
                         help="seed of the arrivals and the problems drawn")
@@ -324,26 +343,28 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("simulate", help="one fleet at one load")
     _options(p)
-    p.add_argument("--slo", type=_positive(float), default=None, help="latency SLO in s")
+    p.add_argument("--slo", type=_positive(float, "slo"), default=None,
+                   help="latency SLO in s")
     p.add_argument("--arrivals", type=Path, default=None,
                    help="an arrival trace (one time in s per line) instead of --rate")
     p.add_argument("--trace-problems", type=_non_negative, default=5,
                    help="problems in the per-problem Chrome trace")
-    p.add_argument("--trace-window", type=_positive(float), default=120.0,
+    p.add_argument("--trace-window", type=_positive(float, "window"), default=120.0,
                    help="seconds from the first arrival in the devices' Chrome trace")
     p.set_defaults(fn=cmd_simulate)
     p = sub.add_parser("sweep", help="latency against load")
     _options(p, rate=False, modes=True)
-    p.add_argument("--rates", nargs="+", type=_positive(float), required=True,
+    p.add_argument("--rates", nargs="+", type=_positive(float, "rate"), required=True,
                    help="the mean arrival rates swept, per second")
-    p.add_argument("--slo", type=_positive(float), default=None,
+    p.add_argument("--slo", type=_positive(float, "slo"), default=None,
                    help="a P99 latency SLO in s, drawn on the plot")
     _cluster_options(p)
     p.set_defaults(fn=cmd_sweep)
     for name, fn in (("capacity", cmd_capacity), ("compare", cmd_compare)):
         p = sub.add_parser(name, help=fn.__doc__)
         _options(p, rate=False, configs=True)
-        p.add_argument("--slo", type=_positive(float), required=True, help="P99 SLO in s")
+        p.add_argument("--slo", type=_positive(float, "slo"), required=True,
+                       help="P99 SLO in s")
         _cluster_options(p)
         p.set_defaults(fn=fn)
     p = sub.add_parser("costs", help="the batched cost model's coefficients, their sources "
@@ -355,14 +376,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     p.set_defaults(fn=cmd_costs)
     p = sub.add_parser("size", help="capacity of every pool size of a grid; the frontier")
     _options(p, rate=False)
-    p.add_argument("--slo", type=_positive(float), required=True, help="P99 SLO in s")
-    p.add_argument("--drafts", nargs="+", type=_positive(int), default=[1, 2, 4],
+    p.add_argument("--slo", type=_positive(float, "slo"), required=True,
+                       help="P99 SLO in s")
+    p.add_argument("--drafts", nargs="+", type=_positive(int, "pool"), default=[1, 2, 4],
                    help="draft pool sizes of the grid")
-    p.add_argument("--prms", nargs="+", type=_positive(int), default=[1, 2],
+    p.add_argument("--prms", nargs="+", type=_positive(int, "pool"), default=[1, 2],
                    help="PRM pool sizes of the grid")
-    p.add_argument("--targets", nargs="+", type=_positive(int), default=[1, 2],
+    p.add_argument("--targets", nargs="+", type=_positive(int, "pool"), default=[1, 2],
                    help="target pool sizes of the grid")
-    p.add_argument("--rate", type=_positive(float), default=None,
+    p.add_argument("--rate", type=_positive(float, "rate"), default=None,
                    help="a load to carry: report the least-power pool size that does")
     _cluster_options(p)
     p.set_defaults(fn=cmd_size)

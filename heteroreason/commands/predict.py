@@ -224,6 +224,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         parser.error(f"--ingest-step must be a positive integer, not {args.ingest_step}")
     if args.ingest_batch < 1:
         parser.error(f"--ingest-batch must be a positive integer, not {args.ingest_batch}")
+    limit = qwen2_config(args.model).max_context
+    for name, value in (("--ingest-step", args.ingest_step),
+                        ("--ingest-batch", args.ingest_batch)):
+        if value > limit:  # a step or batch longer than the model's context is none
+            parser.error(f"{name} must be at most the model's context, {limit}, not {value}")
     config = qwen2_config(args.model)
     bad = [c for c in args.contexts if not 0 <= c < config.max_context]
     if bad:

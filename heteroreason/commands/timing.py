@@ -138,6 +138,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be a positive integer, not {args.workers}")
+    for name, value in (("--clock-mhz", args.clock_mhz), ("--target-mhz", args.target_mhz)):
+        if not 1 <= value <= 2000:  # no FPGA fabric clock lies outside
+            parser.error(f"{name} must be a number in [1, 2000] (MHz), not {value:g}")
 
     try:
         budget, jobs = _jobs(args)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from heteroreason.model import checks
 from heteroreason.model.fleet.engine import FleetRun
 
 __all__ = ["FleetMetrics", "fleet_metrics", "percentile"]
@@ -52,6 +53,10 @@ class FleetMetrics:
 
 
 def fleet_metrics(run: FleetRun, *, slo_ms: float | None = None) -> FleetMetrics:
+    """The run's latency percentiles, waits, rates, energy and (with ``slo_ms``, a finite
+    positive number of milliseconds) the share of problems within the SLO."""
+    if slo_ms is not None:
+        checks.number("slo_ms", slo_ms, low=0, low_open=True, note="milliseconds, or None")
     probs = run.problems
     n = len(probs)
     span_ms = run.span_ms

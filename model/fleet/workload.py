@@ -79,6 +79,11 @@ def arrival_times_ms(arrivals: Arrivals, count: int, rng: random.Random) -> list
     return times
 
 
+# the latest arrival a trace may hold: times are float milliseconds, and up to 1e9 s (1e12 ms,
+# 32 years) a double keeps better than a microsecond
+MAX_ARRIVAL_S = 1e9
+
+
 def load_arrival_trace(path: Path | str) -> Arrivals:
     """An arrival trace: one time in seconds per line, non-decreasing."""
     path = Path(path)
@@ -92,9 +97,10 @@ def load_arrival_trace(path: Path | str) -> Arrivals:
         except ValueError:
             raise InputError(f"{path}:{number}", f"arrival time {text!r} is not a number "
                              "(seconds)") from None
-        if not math.isfinite(value) or value < 0:
-            raise InputError(f"{path}:{number}", f"arrival time {value!r} must be a finite "
-                             "number >= 0 (seconds)")
+        if not math.isfinite(value) or not 0 <= value <= MAX_ARRIVAL_S:
+            raise InputError(f"{path}:{number}", f"arrival time {value!r} must be a number in "
+                             f"[0, {MAX_ARRIVAL_S:g}] (seconds: the simulator keeps "
+                             "microseconds up to there)")
         if stamps and value < stamps[-1]:
             raise InputError(f"{path}:{number}", f"arrival time {value} is before the previous "
                              f"one ({stamps[-1]}): times must not decrease")

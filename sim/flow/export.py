@@ -262,6 +262,10 @@ WIDTH_PARAMS = ("lanes", "stream_bytes", "vector_width", "width", "heads", "head
                 "gains", "param_width")
 TOKEN_BITS_LIMIT = 32
 SIZE_LIMIT = 2**20
+# what a beat or a pass multiplies (rows a weight beat, vectors a beat, tokens a batched
+# ingest): each replicates a datapath, and the widest design any board holds uses 4
+MULTIPLE_LIMIT = 64
+MULTIPLE_PARAMS = ("rows_per_beat", "vectors", "ingest_batch")
 
 
 def check_limits(top: str, params: Mapping[str, int | str]) -> None:
@@ -270,6 +274,7 @@ def check_limits(top: str, params: Mapping[str, int | str]) -> None:
         if isinstance(value, str) or name == "seed":
             continue
         limit = WIDTH_LIMIT if name in WIDTH_PARAMS else \
+            MULTIPLE_LIMIT if name in MULTIPLE_PARAMS else \
             TOKEN_BITS_LIMIT if name == "token_width" else SIZE_LIMIT
         if value > limit:
             raise ExportError(f"parameter {name!r} of top {top!r} must be at most {limit:,}, "

@@ -74,3 +74,30 @@ def test_an_error_leaves_nothing_and_releases_the_lock(tmp_path):
     with pytest.raises(OutputBusy), staged_output(tmp_path / "out"), \
             staged_output(tmp_path / "out"):
         pass
+
+
+def test_json_nested_beyond_the_recursion_limit_is_a_located_error(tmp_path):
+    from heteroreason.model.files import InputError, loads_json
+
+    with pytest.raises(InputError, match=r"^deep\.json: is not valid JSON here: nested deeper "
+                                         r"than \d+ levels$"):
+        loads_json("[" * 100_000 + "]" * 100_000, "deep.json")
+
+
+def test_an_arrival_past_the_simulators_resolution_is_refused(tmp_path):
+    from heteroreason.model.files import InputError
+    from heteroreason.model.fleet.workload import load_arrival_trace
+
+    path = tmp_path / "arrivals.txt"
+    path.write_text("0\n1e300\n")
+    with pytest.raises(InputError, match=r"arrivals\.txt:2: arrival time 1e\+300 must be a "
+                                         r"number in \[0, 1e\+09\]"):
+        load_arrival_trace(path)
+
+
+@pytest.mark.parametrize("slo_ms", [-1.0, float("nan"), float("inf"), 0.0])
+def test_a_fleet_slo_must_be_finite_and_positive(slo_ms):
+    from heteroreason.model.fleet.metrics import fleet_metrics
+
+    with pytest.raises(ValueError, match=r"^slo_ms must be a finite positive number"):
+        fleet_metrics(None, slo_ms=slo_ms)

@@ -38,3 +38,12 @@ def test_an_unreachable_scheduler_exits_2():
     r = _run("--quick", "--check", "--scheduler", "tcp://127.0.0.1:9")
     assert r.returncode == 2
     assert "cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in r.stderr
+
+
+@pytest.mark.parametrize("address", ["tcp://nohost:", "udp://127.0.0.1:9", "tcp://[::1"])
+def test_a_malformed_scheduler_address_exits_2_at_once(address):
+    pytest.importorskip("distributed")
+    r = _run("--quick", "--check", "--scheduler", address)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"the Dask scheduler at {address!r}" in r.stderr
+    assert "not an address of the form tcp://HOST:PORT" in r.stderr

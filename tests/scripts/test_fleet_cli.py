@@ -33,8 +33,16 @@ def test_simulate_writes_records_and_a_chrome_trace(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["simulate", "--rate", "0"], "must be > 0"),
-    (["simulate", "--pools", "0", "1", "1"], "must be > 0"),
+    (["simulate", "--rate", "0"], "must be a finite number > 0"),
+    (["simulate", "--pools", "0", "1", "1"], "must be a finite number > 0"),
+    # bounds that keep a run to minutes and its times resolved (each named with its range)
+    (["simulate", "--rate", "inf"], "argument --rate: inf must be a finite number > 0"),
+    (["simulate", "--rate", "1e-300"], "1e-300 must be in [0.0001, 10000] (arrivals per second)"),
+    (["simulate", "--cv", "101"], "101 must be in [0.001, 10]"),
+    (["simulate", "--problems", "10000000"], "10000000 must be in [1, 1e+06] (problems)"),
+    (["simulate", "--pools", "1000000", "1", "1"], "must be in [1, 1024] (devices a pool)"),
+    (["sweep", "--rates", "0.1", "--slo", "inf"], "argument --slo: inf must be a finite"),
+    (["size", "--slo", "nan"], "argument --slo: nan must be a finite number > 0"),
     (["capacity", "--slo", "0.5", "--problems", "30"], "below the fastest possible"),
     (["simulate", "--seed", "-1"], "must be a non-negative integer, not -1"),
 ])

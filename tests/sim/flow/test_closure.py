@@ -58,7 +58,9 @@ def test_a_design_too_big_for_the_part_names_the_resource():
     (["--top", "mvu", "--ecp5", "--speed", "9"], "ECP5 speed grade must be one of 6, 7, 8, not 9"),
     (["--top", "mvu", "--us-speed-grade", "4"],
      "UltraScale+ speed grade must be one of -1, -2, -3, not -4"),
-    (["--top", "mvu", "--clock-mhz", "-5"], "clock must be positive"),
+    (["--top", "mvu", "--clock-mhz", "-5"], "--clock-mhz must be a number in [1, 2000] (MHz), "
+                                            "not -5"),
+    (["--top", "mvu", "--clock-mhz", "1e-306"], "--clock-mhz must be a number in [1, 2000]"),
     (["--top", "nope"], "unknown top 'nope'"),
     (["--top", "mvu", "--param", "lanes=x"], "parameter 'lanes' of top 'mvu' must be an integer"),
     (["--top", "mvu", "--workers", "0"], "--workers must be a positive integer, not 0"),

@@ -87,6 +87,13 @@ def test_parse_params_defaults_and_errors():
      "parameter 'capacity' of top 'kvmu' must be at most 1,048,576, not 2,000,000"),
     (["--top", "input_mux", "--param", "token_width=65537"],
      "parameter 'token_width' of top 'input_mux' must be at most 32, not 65,537"),
+    # the multiplicities of a beat or a pass (they hung elaboration before their bound)
+    (["--top", "mvu", "--param", "vectors=100000"],
+     "parameter 'vectors' of top 'mvu' must be at most 64, not 100,000"),
+    (["--top", "mvu", "--param", "rows_per_beat=100000"],
+     "parameter 'rows_per_beat' of top 'mvu' must be at most 64, not 100,000"),
+    (["--top", "decoder_core", "--param", "ingest_batch=1024"],
+     "parameter 'ingest_batch' of top 'decoder_core' must be at most 64, not 1,024"),
     (["--top", "draft_engine", "--stream-bytes", "3"],
      "stream_bytes must be a positive integer that divides lanes (8), not 3"),
     (["--top", "draft_engine", "--preset", "test-small", "--heads-parallel", "3"],
