@@ -18,6 +18,7 @@ from pathlib import Path
 
 from heteroreason.model import checks
 from heteroreason.model.files import InputError, read_text
+from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.workload.traces import ProblemTrace
 
 __all__ = ["ArrivalKind", "Arrivals", "Workload", "arrival_times_ms", "load_arrival_trace",
@@ -65,7 +66,8 @@ def arrival_times_ms(arrivals: Arrivals, count: int, rng: random.Random) -> list
     if arrivals.kind is ArrivalKind.TRACE:
         stamps = arrivals.timestamps_s
         if count > len(stamps):
-            raise ValueError(f"the arrival trace has {len(stamps)} timestamps, {count} asked")
+            raise FleetError(f"the arrival trace has {len(stamps)} arrival times, fewer than "
+                             f"the {count} problems asked (--problems)")
         return [1e3 * (t - stamps[0]) for t in stamps[:count]]
     mean_s = 1.0 / arrivals.rate_per_s
     times, t = [], 0.0

@@ -112,3 +112,13 @@ def test_the_benchmark_refuses_bad_options(args, message):
     bench = SCRIPT.parent / "bench_fleet.py"
     r = subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True)
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_an_arrival_trace_shorter_than_the_problems_exits_2(tmp_path):
+    path = tmp_path / "arrivals.txt"
+    path.write_text("0\n1\n")
+    r = _run("simulate", "--arrivals", str(path), "--problems", "5", "--out",
+             str(tmp_path / "out"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "the arrival trace has 2 arrival times, fewer than the 5 problems asked" in r.stderr
+    assert not (tmp_path / "out").exists()
