@@ -12,6 +12,7 @@ the rate and the time left, and nothing when standard error is not a terminal or
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import textwrap
 from collections.abc import Iterable, Iterator
@@ -19,7 +20,8 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 __all__ = ["CommandParser", "OutputBusy", "ProgressBar", "command_parser", "describe", "detail",
-           "note", "progress", "staged_output", "write_run_record", "write_table"]
+           "non_negative", "note", "positive", "progress", "staged_output", "write_run_record",
+           "write_table"]
 
 T = TypeVar("T")
 
@@ -280,3 +282,45 @@ def staged_output(out) -> Iterator:
             shutil.rmtree(stage, ignore_errors=True)
     finally:
         lock.unlink(missing_ok=True)
+
+
+# the bounds of every size a user passes: a run within them ends in minutes and keeps its
+# time resolution (times are float milliseconds; 1e4 problems at 1e-4 per second arrive over
+# 1e8 s, where a double still keeps a microsecond)
+BOUNDS = {
+    "rate": (1e-4, 1e4, "arrivals per second"),
+    "cv": (1e-3, 10.0, "the gaps' coefficient of variation"),
+    "problems": (1, 1_000_000, "problems"),
+    "pool": (1, 1024, "devices a pool"),
+    "slo": (1e-3, 86_400.0, "seconds"),
+    "window": (1e-3, 1e6, "seconds"),
+}
+
+
+def positive(kind, bound: str | None = None):
+    """An option's type: a number of ``kind`` > 0 (finite), within ``BOUNDS[bound]`` where
+    given (the range and its unit in the error)."""
+    low, high, unit = BOUNDS[bound] if bound else (None, None, "")
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0 or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} must be a finite number > 0")
+        if bound and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} must be in [{low:g}, {high:g}] ({unit})")
+        return value
+    return parse
+
+
+def non_negative(text: str) -> int:
+    """A non-negative integer (an option's type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
+    return value

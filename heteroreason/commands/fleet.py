@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import sys
 import time
 from dataclasses import replace
@@ -35,6 +34,8 @@ from heteroreason.commands.common import (
     OutputBusy,
     ProgressBar,
     command_parser,
+    non_negative,
+    positive,
     staged_output,
 )
 from heteroreason.model.executor import executor, run_chunked
@@ -68,46 +69,6 @@ from heteroreason.model.workload.bundled import BUNDLED_DIR
 DATASETS = sorted(p.stem for p in BUNDLED_DIR.glob("*.jsonl"))
 
 
-# the bounds of every size a user passes: a run within them ends in minutes and keeps its
-# time resolution (times are float milliseconds; 1e4 problems at 1e-4 per second arrive over
-# 1e8 s, where a double still keeps a microsecond)
-BOUNDS = {
-    "rate": (1e-4, 1e4, "arrivals per second"),
-    "cv": (1e-3, 10.0, "the gaps' coefficient of variation"),
-    "problems": (1, 1_000_000, "problems"),
-    "pool": (1, 1024, "devices a pool"),
-    "slo": (1e-3, 86_400.0, "seconds"),
-    "window": (1e-3, 1e6, "seconds"),
-}
-
-
-def _positive(kind, bound: str | None = None):
-    """A number of ``kind`` > 0 (finite), within ``BOUNDS[bound]`` where given."""
-    low, high, unit = BOUNDS[bound] if bound else (None, None, "")
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0 or not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text} must be a finite number > 0")
-        if bound and not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text} must be in [{low:g}, {high:g}] ({unit})")
-        return value
-    return parse
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
-    return value
-
-
 def _options(parser: argparse.ArgumentParser, *, rate: bool = True, configs: bool = False,
              modes: bool = False) -> None:
     """The options every fleet subcommand shares; ``configs`` and ``modes`` take lists (in
@@ -126,24 +87,24 @@ def _options(parser: argparse.ArgumentParser, *, rate: bool = True, configs: boo
                             default="heteroreason", help="the serving mode")
     parser.add_argument("--fpga", choices=sorted(FPGA_MODELS), default=None,
                         help="the FPGA draft model (default: the artifact simulator's U280)")
-    parser.add_argument("--pools", nargs=3, type=_positive(int, "pool"), default=[1, 1, 1],
+    parser.add_argument("--pools", nargs=3, type=positive(int, "pool"), default=[1, 1, 1],
                         metavar=("DRAFTS", "PRMS", "TARGETS"),
                         help="devices in the draft, PRM and target pools")
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=["math500"],
                         help="the datasets problems are drawn from (their bundled traces)")
     if rate:
-        parser.add_argument("--rate", type=_positive(float, "rate"), default=0.1,
+        parser.add_argument("--rate", type=positive(float, "rate"), default=0.1,
                             help="mean arrivals per second")
-    parser.add_argument("--cv", type=_positive(float, "cv"), default=1.0,
+    parser.add_argument("--cv", type=positive(float, "cv"), default=1.0,
                         help="coefficient of variation of the gaps (1: Poisson; gamma otherwise)")
-    parser.add_argument("--problems", type=_positive(int, "problems"), default=400,
+    parser.add_argument("--problems", type=positive(int, "problems"), default=400,
                         help="problems arriving in a run")
-    parser.add_argument("--seed", type=_non_negative, default=0,
+    parser.add_argument("--seed", type=non_negative, default=0,
                         help="seed of the arrivals and the problems drawn")
     parser.add_argument("--routing", choices=["least", "round-robin"], default="least",
                         help="how a request picks a device of its pool: the least loaded, or "
                              "in turn")
-    parser.add_argument("--max-prefetch", type=_non_negative, default=None,
+    parser.add_argument("--max-prefetch", type=non_negative, default=None,
                         help="step-ahead prefetches a target GPU's batch may hold (default: "
                              "as many as it has room for)")
     parser.add_argument("--out", type=Path, default=Path("build/fleet"),
@@ -151,7 +112,7 @@ def _options(parser: argparse.ArgumentParser, *, rate: bool = True, configs: boo
 
 
 def _cluster_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", type=_positive(int), default=None,
+    parser.add_argument("--workers", type=positive(int), default=None,
                         help="a local Dask cluster of this many processes")
     parser.add_argument("--scheduler", default=None,
                         help="an existing Dask scheduler (tcp://HOST:PORT)")
@@ -343,27 +304,27 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("simulate", help="one fleet at one load")
     _options(p)
-    p.add_argument("--slo", type=_positive(float, "slo"), default=None,
+    p.add_argument("--slo", type=positive(float, "slo"), default=None,
                    help="latency SLO in s")
     p.add_argument("--arrivals", type=Path, default=None,
                    help="an arrival trace (one time in s per line) instead of --rate")
-    p.add_argument("--trace-problems", type=_non_negative, default=5,
+    p.add_argument("--trace-problems", type=non_negative, default=5,
                    help="problems in the per-problem Chrome trace")
-    p.add_argument("--trace-window", type=_positive(float, "window"), default=120.0,
+    p.add_argument("--trace-window", type=positive(float, "window"), default=120.0,
                    help="seconds from the first arrival in the devices' Chrome trace")
     p.set_defaults(fn=cmd_simulate)
     p = sub.add_parser("sweep", help="latency against load")
     _options(p, rate=False, modes=True)
-    p.add_argument("--rates", nargs="+", type=_positive(float, "rate"), required=True,
+    p.add_argument("--rates", nargs="+", type=positive(float, "rate"), required=True,
                    help="the mean arrival rates swept, per second")
-    p.add_argument("--slo", type=_positive(float, "slo"), default=None,
+    p.add_argument("--slo", type=positive(float, "slo"), default=None,
                    help="a P99 latency SLO in s, drawn on the plot")
     _cluster_options(p)
     p.set_defaults(fn=cmd_sweep)
     for name, fn in (("capacity", cmd_capacity), ("compare", cmd_compare)):
         p = sub.add_parser(name, help=fn.__doc__)
         _options(p, rate=False, configs=True)
-        p.add_argument("--slo", type=_positive(float, "slo"), required=True,
+        p.add_argument("--slo", type=positive(float, "slo"), required=True,
                        help="P99 SLO in s")
         _cluster_options(p)
         p.set_defaults(fn=fn)
@@ -376,15 +337,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     p.set_defaults(fn=cmd_costs)
     p = sub.add_parser("size", help="capacity of every pool size of a grid; the frontier")
     _options(p, rate=False)
-    p.add_argument("--slo", type=_positive(float, "slo"), required=True,
+    p.add_argument("--slo", type=positive(float, "slo"), required=True,
                        help="P99 SLO in s")
-    p.add_argument("--drafts", nargs="+", type=_positive(int, "pool"), default=[1, 2, 4],
+    p.add_argument("--drafts", nargs="+", type=positive(int, "pool"), default=[1, 2, 4],
                    help="draft pool sizes of the grid")
-    p.add_argument("--prms", nargs="+", type=_positive(int, "pool"), default=[1, 2],
+    p.add_argument("--prms", nargs="+", type=positive(int, "pool"), default=[1, 2],
                    help="PRM pool sizes of the grid")
-    p.add_argument("--targets", nargs="+", type=_positive(int, "pool"), default=[1, 2],
+    p.add_argument("--targets", nargs="+", type=positive(int, "pool"), default=[1, 2],
                    help="target pool sizes of the grid")
-    p.add_argument("--rate", type=_positive(float, "rate"), default=None,
+    p.add_argument("--rate", type=positive(float, "rate"), default=None,
                    help="a load to carry: report the least-power pool size that does")
     _cluster_options(p)
     p.set_defaults(fn=cmd_size)
