@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 
 from heteroreason.commands.common import (
-    OutputBusy,
     command_parser,
     note,
-    staged_output,
+    run_staged,
     write_run_record,
     write_table,
 )
@@ -43,7 +42,6 @@ from heteroreason.model.experiments.reproduce import (
     load_trace_sets,
     ordered_datasets,
 )
-from heteroreason.model.files import output_problem
 from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.system.scheduler import ScheduleError
 from heteroreason.model.timing.fpga.platform import BOARDS, draft_timing
@@ -93,16 +91,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         parser.error(f"--range must be two finite numbers 0 < LOW_MS < HIGH_MS, not "
                      f"{low:g} {high:g}")
     check_trace_set_options(parser, args)
-    problem = output_problem(args.out, folder=True)
-    if problem:
-        parser.error(f"--out: {problem}")
-
-    try:
-        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
-            return _run(args, list(sys.argv[1:] if argv is None else argv), stage)
-    except OutputBusy as exc:
-        print(f"heteroreason break-even: error: --out: {exc}", file=sys.stderr)
-        return 2
+    return run_staged(parser, args, argv, _run)  # whole or absent; one writer at a time
 
 
 def _run(args, argv: list[str], stage: Path) -> int:

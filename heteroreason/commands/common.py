@@ -12,16 +12,25 @@ the rate and the time left, and nothing when standard error is not a terminal or
 from __future__ import annotations
 
 import argparse
+import csv
+import io
+import json
 import math
+import os
+import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 __all__ = ["CommandParser", "OutputBusy", "ProgressBar", "command_parser", "describe", "detail",
-           "non_negative", "note", "positive", "progress", "staged_output", "write_run_record",
-           "write_table"]
+           "non_negative", "note", "positive", "progress", "run_staged", "staged_output",
+           "write_run_record", "write_table"]
 
 T = TypeVar("T")
 
@@ -141,8 +150,6 @@ def progress(items: Iterable[T], *, total: int | None = None, desc: str = "",
 
 def _git_commit() -> str | None:
     """The commit of the source tree this package runs from, where it is a git checkout."""
-    import subprocess
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
@@ -161,11 +168,7 @@ def write_run_record(out_dir, *, command: str, argv: list[str], models: dict, se
     version, the git commit (where the package runs from a checkout), every model and preset
     with its source, the seeds and the files written. Written whole (a temporary file
     renamed over it)."""
-    import json
-    import os
-    import platform
     from importlib.metadata import PackageNotFoundError, version
-    from pathlib import Path
 
     try:
         package_version = version("heteroreason")
@@ -185,11 +188,6 @@ def write_run_record(out_dir, *, command: str, argv: list[str], models: dict, se
 def write_table(stem, header, rows) -> list:
     """A printed table as ``STEM.csv`` and ``STEM.json`` (a list of objects keyed by the
     header), each written whole (a temporary file renamed over it)."""
-    import csv
-    import io
-    import json
-    import os
-    from pathlib import Path
 
     stem = Path(stem)
     buffer = io.StringIO()
@@ -213,7 +211,6 @@ class OutputBusy(Exception):
 
 
 def _alive(pid: int) -> bool:
-    import os
 
     try:
         os.kill(pid, 0)
@@ -227,7 +224,6 @@ def _alive(pid: int) -> bool:
 def _lock(out):
     """Take ``OUT``'s lock (a file beside it, made exclusively): refused while a live process
     holds it; taken over from a process that is gone."""
-    import os
 
     lock = out.parent / f".{out.name}.lock"
     for _ in range(2):
@@ -256,10 +252,6 @@ def staged_output(out) -> Iterator:
     ``os.replace`` each (a file is never seen half written); an error, Ctrl-C or SIGTERM
     leaves ``out`` as it was and removes the staging folder. ``out``'s lock refuses a second
     run writing the same folder at the same time (:class:`OutputBusy`)."""
-    import os
-    import shutil
-    import tempfile
-    from pathlib import Path
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -324,3 +316,20 @@ def non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
     return value
+
+
+def run_staged(parser: argparse.ArgumentParser, args, argv: list[str] | None, run) -> int:
+    """The end of a command that writes ``args.out``: the folder checked before any work,
+    then ``run(args, argv, stage)`` inside :func:`staged_output` (whole or absent, one writer
+    at a time); a folder another run is writing exits 2 naming it."""
+    from heteroreason.model.files import output_problem
+
+    problem = output_problem(args.out, folder=True)
+    if problem:
+        parser.error(f"--out: {problem}")
+    try:
+        with staged_output(args.out) as stage:
+            return run(args, list(sys.argv[1:] if argv is None else argv), stage)
+    except OutputBusy as exc:
+        print(f"{parser.prog}: error: --out: {exc}", file=sys.stderr)
+        return 2

@@ -32,10 +32,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from heteroreason.commands.common import (
-    OutputBusy,
     command_parser,
     note,
-    staged_output,
+    run_staged,
     write_run_record,
 )
 from heteroreason.model.experiments.report import format_table
@@ -61,7 +60,6 @@ from heteroreason.model.experiments.verdict import (
     format_verdict,
     verdict_rows,
 )
-from heteroreason.model.files import output_problem
 from heteroreason.model.system.config import system_config
 from heteroreason.model.system.scheduler import ScheduleError
 from heteroreason.model.system.simulate import chrome_trace, write_json
@@ -89,19 +87,18 @@ def _gantt(rows, results, config: str, fpgas: list[str], out: Path) -> list[Path
 
 
 def _replay(task: tuple[str, str], with_bt, without_bt, fpgas: list[str], gpu_draft: str,
-            plotted: Path | None, verdict: bool):
-    """One configuration and dataset: its rows, its verdict, and (for the first, when
-    ``plotted`` names the output directory) the Gantt chart drawn there: what a worker runs."""
+            plotted: tuple[Path, tuple[str, str]] | None, verdict: bool):
+    """One configuration and dataset: its rows, its verdict, and (when ``plotted`` is
+    ``(folder, this task)``) the Gantt chart drawn into the folder: what a worker runs."""
     config_name, dataset = task
     mine = {dataset: with_bt[dataset]}
-    first = plotted is not None and task == (config_name, ordered_datasets(with_bt)[0]) and \
-        _first_config[0] == config_name
+    first = plotted is not None and plotted[1] == task
     rows, results = reproduce([config_name], mine,
                               {dataset: without_bt[dataset]} if without_bt and
                               dataset in without_bt else None,
                               fpgas=fpgas, gpu_draft=gpu_draft,
                               keep_runs_for=task if first else None)
-    drawn = _gantt(rows, results, config_name, fpgas, plotted) if first else []
+    drawn = _gantt(rows, results, config_name, fpgas, plotted[0]) if first else []
     verdicts = verdict_rows(rows, mine, gpu_draft=gpu_draft) if verdict else []
     return rows, drawn, verdicts
 
@@ -112,10 +109,6 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-# the first configuration of the run (set before the workers fork): its first set is drawn
-_first_config = [""]
-
-
 def _replay_all(configs: list[str], workers: int, with_bt, without_bt, *args):
     """:func:`_replay` of every configuration and dataset, in ``workers`` processes (forked
     after the FPGA designs are built, so each finds them built; the plotting library loads
@@ -124,15 +117,16 @@ def _replay_all(configs: list[str], workers: int, with_bt, without_bt, *args):
     for name in configs:  # the designs' search runs once, here, before any fork
         for fpga in args[0]:
             system_config(name, fpga=fpga, gpu_draft=args[1])
-    _first_config[0] = configs[0]
     tasks = [(name, dataset) for name in configs for dataset in ordered_datasets(with_bt)]
-    rest = [with_bt, without_bt, *args]
+    plot_dir, *others = args[2:]
+    plotted = None if plot_dir is None else (plot_dir, tasks[0])  # the first set is drawn
+    rest = [with_bt, without_bt, args[0], args[1], plotted, *others]
     if workers > 1 and len(tasks) > 1:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context,
                                  initializer=_ignore_interrupts) as pool:
             futures = [pool.submit(_replay, task, *rest) for task in tasks]
-            if args[2] is not None:
+            if plot_dir is not None:
                 import heteroreason.model.experiments.plots  # noqa: F401
             parts = [f.result() for f in futures]
     else:
@@ -213,15 +207,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if not 1 <= args.workers <= 64:
         parser.error(f"--workers must be an integer in [1, 64], not {args.workers}")
     check_trace_set_options(parser, args)
-    problem = output_problem(args.out, folder=True)
-    if problem:
-        parser.error(f"--out: {problem}")
-    try:
-        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
-            return _run(args, list(sys.argv[1:] if argv is None else argv), stage)
-    except OutputBusy as exc:
-        print(f"heteroreason reproduce: error: --out: {exc}", file=sys.stderr)
-        return 2
+    return run_staged(parser, args, argv, _run)  # whole or absent; one writer at a time
 
 
 def _run(args, argv: list[str], stage: Path) -> int:
