@@ -66,7 +66,7 @@ def power_of_two(name: str, value, *, divides: tuple[int, str] | None = None,
     ``divides[0]``."""
     rule = "a power of two"
     if high is not None:
-        rule += f" <= {high}"
+        rule += f" <= {high:,}"
     if divides is not None:
         rule += f" that divides {divides[1]} ({divides[0]})"
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 \

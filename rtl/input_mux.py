@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 from heteroreason.model import checks
 from heteroreason.model.spec.protocol import Mode, Source
 from heteroreason.rtl.compare import equals
+from heteroreason.rtl.limits import SIZE_LIMIT, TOKEN_BITS_LIMIT
 
 __all__ = ["DecoderInputLayout", "HostTokenLayout", "InputMux", "SampledTokenLayout"]
 
@@ -77,8 +78,8 @@ class InputMux(wiring.Component):
     """
 
     def __init__(self, *, token_width, max_in_flight=4):
-        checks.integer("token_width", token_width, low=1, error=TypeError)
-        checks.integer("max_in_flight", max_in_flight, low=1, error=TypeError)
+        checks.integer("token_width", token_width, low=1, high=TOKEN_BITS_LIMIT, error=TypeError)
+        checks.integer("max_in_flight", max_in_flight, low=1, high=SIZE_LIMIT, error=TypeError)
         self._token_width = token_width
         self._max_in_flight = max_in_flight
         super().__init__({

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from heteroreason.model import checks
 from heteroreason.model.spec.protocol import Error, Mode, Op, Source
 from heteroreason.rtl.compare import equals, is_zero
+from heteroreason.rtl.limits import SIZE_LIMIT
 
 __all__ = ["AllocLayout", "CommandLayout", "Kvmu", "SpanLayout"]
 
@@ -80,7 +81,7 @@ class Kvmu(wiring.Component):
     """
 
     def __init__(self, *, capacity):
-        checks.integer("capacity", capacity, low=1, error=TypeError)
+        checks.integer("capacity", capacity, low=1, high=SIZE_LIMIT, error=TypeError)
         self._capacity = capacity
         super().__init__({
             "cmd": In(stream.Signature(CommandLayout(capacity))),

@@ -26,6 +26,7 @@ from heteroreason.rtl.decoder.attention_phases import (
     score_latency,
 )
 from heteroreason.rtl.decoder.pipeline import delay
+from heteroreason.rtl.limits import SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = [
     "ACCUMULATE_LATENCY",
@@ -109,7 +110,8 @@ class Attention(AttentionPhases, wiring.Component):
                  width=1):
         for name, value in (("head_dim", head_dim), ("kv_heads", kv_heads), ("layers", layers),
                             ("max_context", max_context), ("heads", heads), ("width", width)):
-            checks.integer(name, value, low=1, error=TypeError)
+            checks.integer(name, value, low=1, error=TypeError,
+                           high=SIZE_LIMIT if name in ("layers", "max_context") else WIDTH_LIMIT)
         if head_dim % width:
             raise ValueError(f"width ({width}) must divide head_dim ({head_dim})")
         if max_context > 2**16:

@@ -13,6 +13,7 @@ from heteroreason.rtl.decoder.mvu_stages import (
     OutBits,
     result_latency,
 )
+from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = ["PACKED_LOW_BITS", "MatVecUnit", "OutBits", "result_latency"]
 
@@ -101,7 +102,9 @@ class MatVecUnit(MatVecStages, wiring.Component):
     def __init__(self, *, lanes, max_beats, max_rows, rows_per_beat=1, vectors=1):
         for name, value in (("lanes", lanes), ("max_beats", max_beats), ("max_rows", max_rows),
                             ("rows_per_beat", rows_per_beat), ("vectors", vectors)):
-            checks.integer(name, value, low=1, error=TypeError)
+            high = MULTIPLE_LIMIT if name in ("rows_per_beat", "vectors") else \
+                WIDTH_LIMIT if name == "lanes" else SIZE_LIMIT
+            checks.integer(name, value, low=1, high=high, error=TypeError)
         self._lanes = lanes
         self._max_beats = max_beats
         self._max_rows = max_rows

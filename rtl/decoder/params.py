@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from heteroreason.model import checks
+from heteroreason.rtl.limits import DELIMITER_LIMIT, MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = ["DecoderParams"]
 
@@ -15,6 +16,10 @@ __all__ = ["DecoderParams"]
 @dataclass(frozen=True)
 class DecoderParams:
     """How a decoder core is built, apart from the model it runs.
+
+    Every size has an upper bound (:mod:`~heteroreason.rtl.limits`): widths up to
+    ``WIDTH_LIMIT``, ``rows_per_beat`` and ``ingest_batch`` up to ``MULTIPLE_LIMIT``, buffer
+    depths up to ``SIZE_LIMIT``, at most ``DELIMITER_LIMIT`` delimiters.
 
     Parameters
     ----------
@@ -66,29 +71,38 @@ class DecoderParams:
     eos: int = 0
 
     def __post_init__(self):
-        checks.integer("lanes", self.lanes, low=1)
-        checks.integer("rows_per_beat", self.rows_per_beat, low=1)
+        checks.integer("lanes", self.lanes, low=1, high=WIDTH_LIMIT)
+        checks.integer("rows_per_beat", self.rows_per_beat, low=1, high=MULTIPLE_LIMIT)
         beat = self.beat_bytes
         if self.stream_bytes is None:
             object.__setattr__(self, "stream_bytes", beat)
         what = "lanes" if self.rows_per_beat == 1 else \
             "lanes x rows_per_beat"
         checks.integer("stream_bytes", self.stream_bytes, low=1, divides=(beat, what))
-        for name in ("heads_parallel", "weight_buffer", "param_buffer"):
-            checks.integer(name, getattr(self, name), low=1)
+        checks.integer("heads_parallel", self.heads_parallel, low=1, high=WIDTH_LIMIT)
+        for name in ("weight_buffer", "param_buffer"):
+            checks.integer(name, getattr(self, name), low=1, high=SIZE_LIMIT,
+                           note="a depth in beats")
         v = checks.power_of_two("vector_width", self.vector_width, divides=(self.lanes, "lanes"))
         g = checks.power_of_two("param_width", self.param_width, divides=(v, "vector_width"))
         checks.power_of_two("rows_per_beat", self.rows_per_beat, divides=(g, "param_width"))
-        checks.power_of_two("ingest_batch", self.ingest_batch)  # SwiGLU's lanes
+        checks.power_of_two("ingest_batch", self.ingest_batch,  # SwiGLU's lanes
+                            high=MULTIPLE_LIMIT)
         if self.external_kv not in (False, True):  # 0 and 1 too
             raise ValueError(f"external_kv must be a bool, not {self.external_kv!r}")
         object.__setattr__(self, "external_kv", bool(self.external_kv))
-        if isinstance(self.delimiters, (str, bytes)) or not all(
+        if isinstance(self.delimiters, (str, bytes)) or \
+                not isinstance(self.delimiters, (tuple, list, frozenset, set)) or not all(
                 not isinstance(d, bool) and isinstance(d, int) and d >= 0
                 for d in self.delimiters):
             raise ValueError(f"delimiters must be non-negative token ids, not "
                              f"{self.delimiters!r}")
-        object.__setattr__(self, "delimiters", tuple(self.delimiters))
+        if len(self.delimiters) > DELIMITER_LIMIT:
+            raise ValueError(f"delimiters must be at most {DELIMITER_LIMIT} token ids (a "
+                             f"comparator each in the sampler), not {len(self.delimiters):,}")
+        object.__setattr__(self, "delimiters", tuple(
+            sorted(self.delimiters) if isinstance(self.delimiters, (set, frozenset))
+            else self.delimiters))
         checks.integer("eos", self.eos, low=0, note="a token id")
 
     @property
@@ -132,12 +146,17 @@ class DecoderParams:
     @classmethod
     def from_json(cls, obj: dict) -> DecoderParams:
         """The inverse of :meth:`to_json`; unknown or missing fields raise ValueError."""
+        if not isinstance(obj, dict):
+            raise ValueError(f"decoder parameters must be a JSON object, not "
+                             f"{type(obj).__name__}")
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(obj) - names)
         if unknown:
             raise ValueError(f"unknown decoder parameter {unknown[0]!r}; the parameters are "
                              f"{', '.join(sorted(names))}")
+        if "lanes" not in obj:
+            raise ValueError("decoder parameter 'lanes' is missing")
         obj = dict(obj)
-        if "delimiters" in obj:
+        if isinstance(obj.get("delimiters"), list):
             obj["delimiters"] = tuple(obj["delimiters"])
         return cls(**obj)

@@ -18,6 +18,7 @@ from heteroreason.rtl.decoder.pipeline import (
     tree_latency,
     tree_sum_pipelined,
 )
+from heteroreason.rtl.limits import SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = ["DIVIDER_CYCLES", "EMIT_LATENCY", "SCALE_CYCLES", "RmsNorm", "square_latency"]
 
@@ -73,8 +74,8 @@ class RmsNorm(wiring.Component):
     """
 
     def __init__(self, *, max_length, width=1, gains=1):
-        checks.integer("max_length", max_length, low=1, error=TypeError)
-        checks.integer("width", width, low=1, error=TypeError)
+        checks.integer("max_length", max_length, low=1, high=SIZE_LIMIT, error=TypeError)
+        checks.integer("width", width, low=1, high=WIDTH_LIMIT, error=TypeError)
         if max_length % width:
             raise ValueError(f"width ({width}) must divide max_length ({max_length})")
         checks.power_of_two("gains", gains, divides=(width, "width"))

@@ -11,6 +11,7 @@ from heteroreason.model.spec.numerics.tables import COS, ROPE_BITS, SIN
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.arith import saturate
 from heteroreason.rtl.decoder.pipeline import StallingPipeline
+from heteroreason.rtl.limits import SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = ["LATENCY", "Rope"]
 
@@ -60,14 +61,14 @@ class Rope(wiring.Component):
     """
 
     def __init__(self, *, head_dim, increments, max_position, width=1):
-        checks.integer("head_dim", head_dim, low=2, error=TypeError)
+        checks.integer("head_dim", head_dim, low=2, high=WIDTH_LIMIT, error=TypeError)
         if head_dim % 2:
             raise TypeError(f"head_dim must be even, not {head_dim!r}")
         increments = [int(v) for v in increments]
         if len(increments) != head_dim // 2 or any(not 0 <= v < 2**32 for v in increments):
             raise ValueError(f"increments must be {head_dim // 2} uint32 values")
-        checks.integer("max_position", max_position, low=1, error=TypeError)
-        checks.integer("width", width, low=1, error=TypeError)
+        checks.integer("max_position", max_position, low=1, high=SIZE_LIMIT, error=TypeError)
+        checks.integer("width", width, low=1, high=WIDTH_LIMIT, error=TypeError)
         if (head_dim // 2) % width:
             raise ValueError(f"width ({width}) must divide head_dim / 2 ({head_dim // 2})")
         self._head_dim = head_dim

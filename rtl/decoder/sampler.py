@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from heteroreason.model import checks
 from heteroreason.rtl.compare import equals, greater_split
+from heteroreason.rtl.limits import DELIMITER_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = ["LATENCY", "ArgmaxSampler", "latency"]
 
@@ -58,9 +59,13 @@ class ArgmaxSampler(wiring.Component):
     """
 
     def __init__(self, *, vocab, delimiters=(), eos=0, width=1):
-        checks.integer("vocab", vocab, low=2, error=TypeError)
-        checks.power_of_two("width", width, divides=(vocab, "vocab"))
-        for name, ids in (("delimiters", tuple(delimiters)), ("eos", (eos,))):
+        checks.integer("vocab", vocab, low=2, high=SIZE_LIMIT, error=TypeError)
+        checks.power_of_two("width", width, divides=(vocab, "vocab"), high=WIDTH_LIMIT)
+        delimiters = tuple(delimiters)
+        if len(delimiters) > DELIMITER_LIMIT:
+            raise ValueError(f"delimiters must be at most {DELIMITER_LIMIT} token ids (a "
+                             f"comparator each), not {len(delimiters):,}")
+        for name, ids in (("delimiters", delimiters), ("eos", (eos,))):
             bad = [t for t in ids if isinstance(t, bool) or not isinstance(t, int)
                    or not 0 <= t < vocab]
             if bad:

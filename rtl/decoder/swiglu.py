@@ -10,6 +10,7 @@ from heteroreason.rtl.decoder.pipeline import (
     StallingPipeline,
     requantize_pipelined,
 )
+from heteroreason.rtl.limits import WIDTH_LIMIT
 
 __all__ = ["LATENCY", "SwiGlu"]
 
@@ -50,7 +51,7 @@ class SwiGlu(wiring.Component):
     """
 
     def __init__(self, *, width=1):
-        checks.power_of_two("width", width)
+        checks.power_of_two("width", width, high=WIDTH_LIMIT)
         self._width = width
 
         def lanes(shape):

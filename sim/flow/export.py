@@ -28,6 +28,7 @@ from heteroreason.rtl.draft_engine import DraftEngine
 from heteroreason.rtl.input_mux import InputMux
 from heteroreason.rtl.kv_frontend import KvFrontEnd
 from heteroreason.rtl.kvmu import Kvmu
+from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, TOKEN_BITS_LIMIT, WIDTH_LIMIT
 
 __all__ = [
     "DECODER_OPTIONS",
@@ -254,17 +255,10 @@ def parse_params(top: str, assignments: Iterable[str]) -> dict[str, int | str]:
     return params
 
 
-# upper bounds, checked before elaboration (which would run for minutes, or hit Amaranth's own
-# limits, far beyond them): datapath widths up to four times the widest design any board holds
-# (896 MACs), token ids up to 32 bits, every other size up to 2**20 (seeds are not sizes)
-WIDTH_LIMIT = 4096
+# upper bounds (heteroreason.rtl.limits says why each), checked before elaboration, which would
+# run for minutes or hit Amaranth's own limits far beyond them (seeds are not sizes)
 WIDTH_PARAMS = ("lanes", "stream_bytes", "vector_width", "width", "heads", "heads_parallel",
                 "gains", "param_width")
-TOKEN_BITS_LIMIT = 32
-SIZE_LIMIT = 2**20
-# what a beat or a pass multiplies (rows a weight beat, vectors a beat, tokens a batched
-# ingest): each replicates a datapath, and the widest design any board holds uses 4
-MULTIPLE_LIMIT = 64
 MULTIPLE_PARAMS = ("rows_per_beat", "vectors", "ingest_batch")
 
 

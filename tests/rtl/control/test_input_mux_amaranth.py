@@ -12,9 +12,10 @@ from heteroreason.rtl.input_mux import InputMux as InputMuxRtl
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"token_width": 0}, r"^token_width must be a positive integer, not 0$"),
-    ({"token_width": 8, "max_in_flight": 0}, r"^max_in_flight must be a positive integer, not 0$"),
-    ({"token_width": "8"}, r"^token_width must be a positive integer, not '8'$"),
+    ({"token_width": 0}, r"^token_width must be an integer in \[1, 32\], not 0$"),
+    ({"token_width": 8, "max_in_flight": 0},
+     r"^max_in_flight must be an integer in \[1, 1,048,576\], not 0$"),
+    ({"token_width": "8"}, r"^token_width must be an integer in \[1, 32\], not '8'$"),
 ])
 def test_parameters_are_validated(kwargs, message):
     with pytest.raises(TypeError, match=message):

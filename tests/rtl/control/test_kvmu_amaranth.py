@@ -14,7 +14,7 @@ from heteroreason.rtl.kvmu import Kvmu as KvmuRtl
 
 @pytest.mark.parametrize("capacity", [0, -3, 1.5, None, True])
 def test_capacity_is_validated(capacity):
-    with pytest.raises(TypeError, match=rf"^capacity must be a positive integer, not "
+    with pytest.raises(TypeError, match=rf"^capacity must be an integer in \[1, 1,048,576\], not "
                                         rf"{re.escape(repr(capacity))}$"):
         KvmuRtl(capacity=capacity)
 

@@ -119,9 +119,9 @@ def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width
 def test_parameters_are_validated():
     with pytest.raises(ValueError, match=r"^max_context must be at most 65536, not 70000$"):
         Attention(head_dim=8, kv_heads=1, layers=1, max_context=70000)
-    with pytest.raises(TypeError, match=r"^head_dim must be a positive integer, not 0$"):
+    with pytest.raises(TypeError, match=r"^head_dim must be an integer in \[1, 4,096\], not 0$"):
         Attention(head_dim=0, kv_heads=1, layers=1, max_context=8)
-    with pytest.raises(TypeError, match=r"^heads must be a positive integer, not 0$"):
+    with pytest.raises(TypeError, match=r"^heads must be an integer in \[1, 4,096\], not 0$"):
         Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, heads=0)
     with pytest.raises(ValueError, match=r"^width \(3\) must divide head_dim \(8\)$"):
         Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, width=3)

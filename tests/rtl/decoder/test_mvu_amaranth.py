@@ -163,10 +163,17 @@ def run_jobs(dut, driver, monitor, results, expected, *, seed, max_cycles):
 
 
 def test_parameters_are_validated():
-    with pytest.raises(TypeError, match=r"^lanes must be a positive integer, not 0$"):
+    with pytest.raises(TypeError, match=r"^lanes must be an integer in \[1, 4,096\], not 0$"):
         MatVecUnit(lanes=0, max_beats=4, max_rows=4)
-    with pytest.raises(TypeError, match=r"^max_rows must be a positive integer, not None$"):
+    with pytest.raises(TypeError,
+                       match=r"^max_rows must be an integer in \[1, 1,048,576\], not None$"):
         MatVecUnit(lanes=4, max_beats=4, max_rows=None)
+    # sizes past heteroreason.rtl.limits are refused before anything is built
+    with pytest.raises(TypeError, match=r"^lanes must be an integer in \[1, 4,096\], not 4097$"):
+        MatVecUnit(lanes=4097, max_beats=4, max_rows=4)
+    with pytest.raises(TypeError, match=r"^max_beats must be an integer in \[1, 1,048,576\], "
+                                        r"not 1000000000000$"):
+        MatVecUnit(lanes=4, max_beats=10**12, max_rows=4)
 
 
 def test_schedule_rejects_bad_weights():
@@ -301,7 +308,7 @@ def test_a_stalled_output_fills_the_queue_and_loses_nothing(seed):
 
 
 def test_rows_per_beat_is_validated():
-    with pytest.raises(TypeError, match=r"^rows_per_beat must be a positive integer, not 0$"):
+    with pytest.raises(TypeError, match=r"^rows_per_beat must be an integer in \[1, 64\], not 0$"):
         MatVecUnit(lanes=4, max_beats=4, max_rows=4, rows_per_beat=0)
     with pytest.raises(ValueError, match=r"^rows_per_beat must be a positive integer that "
                                          r"divides the rows \(6\), not 4$"):
@@ -416,9 +423,11 @@ def test_batched_latency_and_throughput_are_the_documented_ones(lanes, k, vector
 
 
 def test_vectors_is_validated_and_shapes_the_ports():
-    with pytest.raises(TypeError, match=r"^vectors must be a positive integer, not 0$"):
+    with pytest.raises(TypeError, match=r"^vectors must be an integer in \[1, 64\], not 0$"):
         MatVecUnit(lanes=4, max_beats=4, max_rows=4, vectors=0)
-    with pytest.raises(TypeError, match=r"^vectors must be a positive integer, not True$"):
+    with pytest.raises(TypeError, match=r"^vectors must be an integer in \[1, 64\], not 65$"):
+        MatVecUnit(lanes=4, max_beats=4, max_rows=4, vectors=65)
+    with pytest.raises(TypeError, match=r"^vectors must be an integer in \[1, 64\], not True$"):
         MatVecUnit(lanes=4, max_beats=4, max_rows=4, vectors=True)
     one = MatVecUnit(lanes=4, max_beats=4, max_rows=4, rows_per_beat=2)
     three = MatVecUnit(lanes=4, max_beats=4, max_rows=4, rows_per_beat=2, vectors=3)

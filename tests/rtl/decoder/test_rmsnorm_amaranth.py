@@ -87,9 +87,10 @@ def test_random_vectors_match_the_reference(seed, width, gains):
 
 
 def test_parameters_are_validated():
-    with pytest.raises(TypeError, match=r"^max_length must be a positive integer, not 0$"):
+    with pytest.raises(TypeError,
+                       match=r"^max_length must be an integer in \[1, 1,048,576\], not 0$"):
         RmsNorm(max_length=0)
-    with pytest.raises(TypeError, match=r"^width must be a positive integer, not 0$"):
+    with pytest.raises(TypeError, match=r"^width must be an integer in \[1, 4,096\], not 0$"):
         RmsNorm(max_length=8, width=0)
     with pytest.raises(ValueError, match=r"^width \(3\) must divide max_length \(8\)$"):
         RmsNorm(max_length=8, width=3)

@@ -69,7 +69,7 @@ def test_heads_at_random_positions(width):
 
 def test_parameters_are_validated():
     incs = [1] * 8
-    with pytest.raises(TypeError, match=r"^width must be a positive integer, not 0$"):
+    with pytest.raises(TypeError, match=r"^width must be an integer in \[1, 4,096\], not 0$"):
         Rope(head_dim=16, increments=incs, max_position=10, width=0)
     with pytest.raises(ValueError, match=r"^width \(16\) must divide head_dim / 2 \(8\)$"):
         Rope(head_dim=16, increments=incs, max_position=10, width=16)

@@ -107,14 +107,17 @@ def test_latency_is_the_documented_one(width):
 def test_parameters_are_validated():
     with pytest.raises(ValueError, match=r"^delimiters must be token ids in \[0, 8\), not 9$"):
         ArgmaxSampler(vocab=8, delimiters=(9,))
-    with pytest.raises(TypeError, match=r"^vocab must be an integer >= 2, not 1$"):
+    with pytest.raises(TypeError, match=r"^vocab must be an integer in \[2, 1,048,576\], not 1$"):
         ArgmaxSampler(vocab=1)
     for width in (0, 3, True):
-        with pytest.raises(ValueError, match=rf"^width must be a power of two that divides vocab "
-                                             rf"\(12\), not {width!r}$"):
+        with pytest.raises(ValueError, match=rf"^width must be a power of two <= 4,096 that "
+                                             rf"divides vocab \(12\), not {width!r}$"):
             ArgmaxSampler(vocab=12, width=width)
-    with pytest.raises(ValueError, match=r"^width must be a power of two that divides vocab "
-                                         r"\(12\), not 8$"):
+    with pytest.raises(ValueError, match=r"^width must be a power of two <= 4,096 that divides "
+                                         r"vocab \(12\), not 8$"):
         ArgmaxSampler(vocab=12, width=8)
+    with pytest.raises(ValueError, match=r"^delimiters must be at most 256 token ids \(a "
+                                         r"comparator each\), not 300$"):
+        ArgmaxSampler(vocab=1024, delimiters=range(300))
     with pytest.raises(ValueError, match=r"^width must be a power of two, not 6$"):
         latency(6)

@@ -105,7 +105,7 @@ def test_bad_parameters():
         with pytest.raises(ValueError, match=rf"^rows_per_beat must be a power of two that "
                                              rf"divides param_width \(4\), not {bad}$"):
             DecoderParams(8, 8, vector_width=4, param_width=4, rows_per_beat=bad)
-    with pytest.raises(ValueError, match=r"^rows_per_beat must be a positive integer, not 0$"):
+    with pytest.raises(ValueError, match=r"^rows_per_beat must be an integer in \[1, 64\], not 0$"):
         DecoderParams(8, 8, rows_per_beat=0)
     with pytest.raises(ValueError, match=r"^stream_bytes must be a positive integer that divides "
                                          r"lanes x rows_per_beat \(16\), not 32$"):
@@ -131,7 +131,7 @@ def test_bad_parameters():
     with pytest.raises(ValueError, match=r"^stream_bytes must be a positive integer that "
                                          r"divides lanes \(8\), not 3$"):
         DecoderParams(8, 3)
-    with pytest.raises(ValueError, match=r"^lanes must be a positive integer, not 0$"):
+    with pytest.raises(ValueError, match=r"^lanes must be an integer in \[1, 4,096\], not 0$"):
         DecoderParams(0, 1)
     with pytest.raises(ValueError, match=r"^heads_parallel \(3\) must divide the query heads "
                                          r"per KV head \(4\)$"):
@@ -140,13 +140,51 @@ def test_bad_parameters():
                                          r"model's context\), not 1024$"):
         CoreTiming(SMALL, DecoderParams(8, 8)).token_cycles(1024)
     for bad in (3, 6):
-        with pytest.raises(ValueError, match=rf"^ingest_batch must be a power of two, not "
+        with pytest.raises(ValueError, match=rf"^ingest_batch must be a power of two <= 64, not "
                                              rf"{bad}$"):
             DecoderParams(8, 8, ingest_batch=bad)
-    with pytest.raises(ValueError, match=r"^ingest_batch must be a power of two, not 0$"):
+    with pytest.raises(ValueError, match=r"^ingest_batch must be a power of two <= 64, not 0$"):
         DecoderParams(8, 8, ingest_batch=0)
     with pytest.raises(ValueError, match=r"^clock_hz must be positive, not 0$"):
         cycles_to_ms(10, 0)
+
+
+def test_parameters_are_bounded():
+    """Sizes past heteroreason.rtl.limits are refused before anything is built or priced (a
+    weight buffer of 10**12 beats was accepted)."""
+    with pytest.raises(ValueError, match=r"^weight_buffer must be an integer in \[1, 1,048,576\] "
+                                         r"\(a depth in beats\), not 1000000000000$"):
+        DecoderParams(8, 8, weight_buffer=10**12)
+    with pytest.raises(ValueError, match=r"^param_buffer must be an integer in \[1, 1,048,576\] "
+                                         r"\(a depth in beats\), not 1048577$"):
+        DecoderParams(8, 8, param_buffer=2**20 + 1)
+    with pytest.raises(ValueError, match=r"^ingest_batch must be a power of two <= 64, not 128$"):
+        DecoderParams(8, 8, ingest_batch=128)
+    with pytest.raises(ValueError, match=r"^lanes must be an integer in \[1, 4,096\], not 8192$"):
+        DecoderParams(8192)
+    with pytest.raises(ValueError, match=r"^heads_parallel must be an integer in \[1, 4,096\], "
+                                         r"not 5000$"):
+        DecoderParams(8, heads_parallel=5000)
+    with pytest.raises(ValueError, match=r"^delimiters must be at most 256 token ids \(a "
+                                         r"comparator each in the sampler\), not 257$"):
+        DecoderParams(8, delimiters=tuple(range(257)))
+    with pytest.raises(ValueError, match=r"^delimiters must be non-negative token ids, not 7$"):
+        DecoderParams(8, delimiters=7)
+    assert DecoderParams(8, delimiters=frozenset({9, 3, 5})).delimiters == (3, 5, 9)
+    assert DecoderParams(8, weight_buffer=2**20).weight_buffer == 2**20
+
+
+def test_parameters_from_json_are_checked():
+    good = DecoderParams(8, 4, delimiters=(3,))
+    assert DecoderParams.from_json(good.to_json()) == good
+    with pytest.raises(ValueError, match=r"^decoder parameters must be a JSON object, not list$"):
+        DecoderParams.from_json([8])
+    with pytest.raises(ValueError, match=r"^decoder parameter 'lanes' is missing$"):
+        DecoderParams.from_json({"stream_bytes": 4})
+    with pytest.raises(ValueError, match=r"^unknown decoder parameter 'lane'"):
+        DecoderParams.from_json({"lane": 8})
+    with pytest.raises(ValueError, match=r"^weight_buffer must be an integer in "):
+        DecoderParams.from_json({"lanes": 8, "weight_buffer": 1e12})
     assert cycles_to_ms(300_000, 300e6) == pytest.approx(1.0)
 
 
