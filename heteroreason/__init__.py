@@ -22,6 +22,7 @@ choices. Nothing heavy is imported until a call needs it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,13 +37,31 @@ __all__ = ["bundled_traces", "draft_ms_per_token", "export_verilog", "fleet", "l
            "run_bench", "simulate", "verdict"]
 
 
+def _name(parameter: str, value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{parameter} must be a name (str), not {value!r}")
+    return value
+
+
+def _names(parameter: str, value) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise ValueError(f"{parameter} must be a non-empty sequence of names, not {value!r}")
+    return [_name(parameter, v) for v in value]
+
+
+def _path(parameter: str, value) -> Path:
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"{parameter} must be a path (str or os.PathLike), not {value!r}")
+    return Path(value)
+
+
 def draft_ms_per_token(board: str, *, model: str = "qwen2.5-0.5b", context: int = 0) -> float:
     """Milliseconds per decoded draft token of ``model`` on ``board`` (``u280-200``,
     ``u280-300``, ``v80``) after ``context`` tokens: the RTL-calibrated timing model of the
     design chosen for the board."""
     from heteroreason.model.timing.fpga.platform import draft_ms_per_token as price
 
-    return price(model, board, context)
+    return price(_name("model", model), _name("board", board), context)
 
 
 def bundled_traces(dataset: str) -> list[ProblemTrace]:
@@ -50,7 +69,7 @@ def bundled_traces(dataset: str) -> list[ProblemTrace]:
     ``olympiadbench``: 100 problems each, with backtracking)."""
     from heteroreason.model.workload.bundled import load_bundled
 
-    return load_bundled(dataset)
+    return load_bundled(_name("dataset", dataset))
 
 
 def load_traces(path: str | Path) -> list[ProblemTrace]:
@@ -58,7 +77,7 @@ def load_traces(path: str | Path) -> list[ProblemTrace]:
     file (every dataset in it, in file order)."""
     from heteroreason.model.experiments.reproduce import load_trace_sets
 
-    return [t for traces in load_trace_sets([Path(path)]).values() for t in traces]
+    return [t for traces in load_trace_sets([_path("path", path)]).values() for t in traces]
 
 
 def simulate(traces: Sequence[ProblemTrace], mode: str, *, config: str = "config1",
@@ -69,7 +88,9 @@ def simulate(traces: Sequence[ProblemTrace], mode: str, *, config: str = "config
     from heteroreason.model.system.config import ServingMode, system_config
     from heteroreason.model.system.simulate import simulate as replay
 
-    system = system_config(config, fpga=fpga, gpu_draft=gpu_draft)
+    if isinstance(traces, str) or not isinstance(traces, Sequence):
+        raise TypeError(f"traces must be a sequence of ProblemTrace, not {type(traces).__name__}")
+    system = system_config(_name("config", config), fpga=fpga, gpu_draft=gpu_draft)
     return replay(list(traces), system, ServingMode.parse(mode), keep_runs=False).summary
 
 
@@ -81,8 +102,9 @@ def verdict(*, configs: Sequence[str] = ("config1", "config2"),
     from heteroreason.model.experiments.reproduce import bundled_sets, reproduce
     from heteroreason.model.experiments.verdict import VERDICT_FPGAS, verdict_rows
 
+    configs = _names("configs", configs)
     sets = bundled_sets()
-    rows, _ = reproduce(list(configs), sets, None, fpgas=list(VERDICT_FPGAS),
+    rows, _ = reproduce(configs, sets, None, fpgas=list(VERDICT_FPGAS),
                         gpu_draft=gpu_draft)
     return verdict_rows(rows, sets, gpu_draft=gpu_draft)
 
@@ -96,9 +118,12 @@ def fleet(*, config: str = "config1", mode: str = "heteroreason", fpga: str | No
     percentiles, throughput, goodput, energy, SLO attainment)."""
     from heteroreason.model.fleet.search import FleetPoint, evaluate
 
+    if isinstance(pools, str) or not isinstance(pools, Sequence) or len(pools) != 3:
+        raise ValueError(f"pools must be three pool sizes (drafts, PRMs, targets), not "
+                         f"{pools!r}")
     drafts, prms, targets = pools
     return evaluate(FleetPoint(config=config, mode=mode, fpga=fpga, drafts=drafts, prms=prms,
-                               targets=targets, datasets=tuple(datasets),
+                               targets=targets, datasets=tuple(_names("datasets", datasets)),
                                rate_per_s=rate_per_s, problems=problems, seed=seed,
                                slo_s=slo_s))
 
@@ -110,7 +135,7 @@ def export_verilog(top: str, out_dir: str | Path, **params: int) -> Path:
     from heteroreason.sim.flow.export import build_top, parse_params, write_verilog
 
     chosen = parse_params(top, [f"{k}={v}" for k, v in params.items()])
-    return write_verilog(build_top(top, chosen), top, Path(out_dir))
+    return write_verilog(build_top(top, chosen), top, _path("out_dir", out_dir))
 
 
 def run_bench(top: str, *, events: int = 10_000, seed: int = 1, simulator: str | None = None,
@@ -119,14 +144,18 @@ def run_bench(top: str, *, events: int = 10_000, seed: int = 1, simulator: str |
     paper's scenarios and ``events`` constrained-random events a traffic profile) on
     ``simulator`` (default: Verilator), built under ``build_root`` (default: the project's
     build cache, ``build/sim``); the counts of tests run and failed."""
-    from heteroreason.commands.rtl_checks import BENCHES
+    from heteroreason.commands.rtl_checks import BENCHES, MAX_EVENTS
+    from heteroreason.model import checks
     from heteroreason.sim.verify.plan import Stimulus
     from heteroreason.sim.verify.runner import DEFAULT_BUILD_ROOT, run_cocotb
 
     benches = {name: (module, params) for name, module, params in BENCHES}
     if top not in benches:
         raise ValueError(f"no testbench for {top!r}; choose one of {', '.join(benches)}")
+    checks.integer("events", events, low=1, high=MAX_EVENTS)
+    checks.integer("seed", seed, low=0)
     module, params = benches[top]
     return run_cocotb(top, module, params=params, simulator=simulator, seed=seed,
                       stimulus=Stimulus(random_events=events),
-                      build_root=DEFAULT_BUILD_ROOT if build_root is None else Path(build_root))
+                      build_root=DEFAULT_BUILD_ROOT if build_root is None
+                      else _path("build_root", build_root))

@@ -11,7 +11,8 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["InputError", "LoadedOnUse", "loads_json", "output_problem", "read_text"]
+__all__ = ["InputError", "LoadedOnUse", "loads_json", "output_problem", "read_text",
+           "write_text_atomic"]
 
 
 class InputError(ValueError):
@@ -50,7 +51,8 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
 
 def loads_json(text: str, where: str):
     """Decode JSON; syntax errors and duplicate keys raise :class:`InputError` at ``where``
-    (with the line when the text has several)."""
+    (with the line when the text has several). NaN and Infinity decode as floats: each reader
+    refuses them in the fields that must be finite, naming the field."""
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
@@ -61,6 +63,19 @@ def loads_json(text: str, where: str):
     except RecursionError:  # the decoder's depth is Python's recursion limit
         raise InputError(where, "is not valid JSON here: nested deeper than "
                                 f"{sys.getrecursionlimit()} levels") from None
+
+
+def write_text_atomic(path: Path | str, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, renamed
+    over it (a reader, a second writer or an interrupt never sees it half written)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 def output_problem(path: Path | str, *, folder: bool) -> str | None:

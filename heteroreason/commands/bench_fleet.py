@@ -20,7 +20,7 @@ import resource
 import sys
 import time
 
-from heteroreason.commands.common import command_parser
+from heteroreason.commands.common import check_workers, command_parser, positive
 from heteroreason.model.executor import executor
 from heteroreason.model.fleet.engine import simulate_fleet
 from heteroreason.model.fleet.metrics import fleet_metrics
@@ -85,24 +85,21 @@ def searches(workers: int, problems: int, slo_s: float) -> int:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = command_parser(__doc__, prog=prog)
-    parser.add_argument("--problems", type=int, default=100_000, help='problems through one fleet')
+    parser.add_argument("--problems", type=positive(int, "problems"), default=100_000,
+                        help='problems through one fleet')
     parser.add_argument("--seed", type=int, default=0, help='seed of the arrivals')
     parser.add_argument("--searches", action="store_true",
                         help="time the capacity searches serially and on a local Dask cluster")
     parser.add_argument("--workers", type=int, default=2,
                         help="processes of the local Dask cluster")
-    parser.add_argument("--search-problems", type=int, default=300,
+    parser.add_argument("--search-problems", type=positive(int, "problems"), default=300,
                         help="problems a point of a capacity search")
-    parser.add_argument("--slo", type=float, default=120.0, help="P99 SLO in s (searches)")
+    parser.add_argument("--slo", type=positive(float, "slo"), default=120.0,
+                        help="P99 SLO in s (searches)")
     args = parser.parse_args(argv)
-    for name in ("problems", "workers", "search_problems"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, not "
-                         f"{getattr(args, name)}")
+    check_workers(parser, args.workers)
     if args.seed < 0:
         parser.error(f"--seed must be a non-negative integer, not {args.seed}")
-    if not args.slo > 0:
-        parser.error(f"--slo must be > 0, not {args.slo}")
     if args.searches:
         try:
             return searches(args.workers, args.search_problems, args.slo)

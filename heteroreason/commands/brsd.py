@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from heteroreason.commands.common import command_parser
+from heteroreason.commands.common import command_parser, run_staged
 from heteroreason.model.controller.brsd import (
     ControllerConfig,
     ControllerError,
@@ -26,13 +26,17 @@ from heteroreason.model.controller.brsd import (
     run_problems,
 )
 from heteroreason.model.experiments.report import format_table
-from heteroreason.model.files import output_problem
 from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.spec.numerics.qwen2_float import FloatDecoder, random_weights
 from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
 from heteroreason.model.system.config import ServingMode
 from heteroreason.model.system.simulate import simulate
 from heteroreason.model.workload.traces import TraceError, read_json_lines
+
+# random prompts a run takes (each runs the draft, the PRM and the target, numpy models, for
+# about 1-3 s on test-tiny: 100 end in minutes), and their length in tokens
+MAX_COUNT = 100
+RANDOM_PROMPT = 16
 
 
 def read_prompts(path: Path, vocab: int) -> list[tuple[str, list[int]]]:
@@ -68,20 +72,35 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="tokens a step may take before it is cut")
     parser.add_argument("--max-steps", type=int, default=16, help='steps a problem may take')
     args = parser.parse_args(argv)
-    if args.count < 1 or args.max_step_tokens < 1 or args.max_steps < 1 or args.seed < 0:
-        parser.error("--count, --max-step-tokens and --max-steps must be positive, --seed "
-                     "non-negative")
-    problem = output_problem(args.out, folder=True)
-    if problem:
-        parser.error(f"--out: {problem}")
+    if not 1 <= args.count <= MAX_COUNT:
+        parser.error(f"--count must be an integer in [1, {MAX_COUNT}] (random prompts; each "
+                     f"runs three numpy models for seconds), not {args.count}")
+    if args.max_step_tokens < 1 or args.max_steps < 1 or args.seed < 0:
+        parser.error("--max-step-tokens and --max-steps must be positive, --seed non-negative")
     config = qwen2_config(args.preset)
     try:
         if args.prompts is not None:
             prompts = read_prompts(args.prompts, config.vocab)
         else:
             rng = np.random.default_rng(args.seed)
-            prompts = [(str(i), [int(t) for t in rng.integers(2, config.vocab, 16)])
+            prompts = [(str(i), [int(t) for t in rng.integers(2, config.vocab, RANDOM_PROMPT)])
                        for i in range(args.count)]
+    except TraceError as exc:
+        print(f"heteroreason brsd: error: {exc}", file=sys.stderr)
+        return 2
+    longest = max(len(tokens) for _, tokens in prompts)
+    budget = args.max_step_tokens * args.max_steps
+    if longest + budget > config.max_context:  # found before any model runs, not mid-problem
+        parser.error(f"a prompt of {longest} tokens plus --max-steps x --max-step-tokens "
+                     f"({args.max_steps} x {args.max_step_tokens} = {budget}) must fit "
+                     f"{args.preset}'s context of {config.max_context} tokens")
+    # whole or absent (an error or a signal leaves no traces.jsonl); one writer at a time
+    return run_staged(parser, args, argv,
+                      lambda args, argv, stage: _run(args, config, prompts, stage))
+
+
+def _run(args, config, prompts, stage: Path) -> int:
+    try:
         draft_weights = random_weights(config, seed=args.seed)
         draft = ReferenceGenerator(
             "draft", IntDecoder(quantize(draft_weights, activation_scales(draft_weights))))
@@ -93,8 +112,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             delimiters=frozenset(range(16, config.vocab, 16)), eos=1,
             backtracking=not args.no_backtracking, max_step_tokens=args.max_step_tokens,
             max_total_tokens=args.max_step_tokens * args.max_steps, max_steps=args.max_steps)
-        args.out.mkdir(parents=True, exist_ok=True)
-        traces = run_problems(prompts, args.out / "traces.jsonl", draft=draft, target=target,
+        traces = run_problems(prompts, stage / "traces.jsonl", draft=draft, target=target,
                               prm=prm, config=controller, dataset=args.preset)
     except (TraceError, ControllerError, ValueError) as exc:
         print(f"heteroreason brsd: error: {exc}", file=sys.stderr)

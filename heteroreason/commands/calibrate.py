@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from heteroreason.commands.common import ProgressBar, command_parser
+from heteroreason.commands.common import ProgressBar, check_workers, command_parser
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.report import format_table
 from heteroreason.model.files import output_problem
@@ -79,8 +79,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--scheduler", default=None,
                         help="run the grid on an existing Dask scheduler (tcp://HOST:PORT)")
     args = parser.parse_args(argv)
-    if args.workers is not None and args.workers < 1:
-        parser.error(f"--workers must be at least 1, not {args.workers}")
+    check_workers(parser, args.workers)
     problem = output_problem(args.out, folder=True)
     if problem:
         parser.error(f"--out: {problem}")

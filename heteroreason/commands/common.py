@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from heteroreason.model.fleet.limits import CV, MAX_POOL, MAX_PROBLEMS, RATE_PER_S, SLO_S
+
 __all__ = ["CommandParser", "OutputBusy", "ProgressBar", "command_parser", "describe", "detail",
            "non_negative", "note", "positive", "progress", "run_staged", "staged_output",
            "write_run_record", "write_table"]
@@ -258,7 +260,7 @@ def staged_output(out) -> Iterator:
     lock = _lock(out)
     try:
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".staging",
-                                      dir=out.parent))
+                                      dir=out.parent.resolve()))  # absolute: tools run elsewhere
         try:
             yield stage
             staged = sorted(stage.rglob("*"))
@@ -276,17 +278,29 @@ def staged_output(out) -> Iterator:
         lock.unlink(missing_ok=True)
 
 
+# processes a run starts on this machine (a local pool or Dask cluster): beyond any machine this
+# project runs on (CI's has 2 cores), short of what would exhaust the process table
+WORKERS_LIMIT = 64
+
+
 # the bounds of every size a user passes: a run within them ends in minutes and keeps its
 # time resolution (times are float milliseconds; 1e4 problems at 1e-4 per second arrive over
 # 1e8 s, where a double still keeps a microsecond)
 BOUNDS = {
-    "rate": (1e-4, 1e4, "arrivals per second"),
-    "cv": (1e-3, 10.0, "the gaps' coefficient of variation"),
-    "problems": (1, 1_000_000, "problems"),
-    "pool": (1, 1024, "devices a pool"),
-    "slo": (1e-3, 86_400.0, "seconds"),
+    "rate": (*RATE_PER_S, "arrivals per second"),
+    "cv": (*CV, "the gaps' coefficient of variation"),
+    "problems": (1, MAX_PROBLEMS, "problems"),
+    "pool": (1, MAX_POOL, "devices a pool"),
+    "slo": (*SLO_S, "seconds"),
     "window": (1e-3, 1e6, "seconds"),
+    "workers": (1, WORKERS_LIMIT, "processes"),
 }
+
+
+def check_workers(parser: argparse.ArgumentParser, workers: int | None) -> None:
+    """``--workers`` within [1, WORKERS_LIMIT] (None: the command's default), or exit 2."""
+    if workers is not None and not 1 <= workers <= WORKERS_LIMIT:
+        parser.error(f"--workers must be an integer in [1, {WORKERS_LIMIT}], not {workers}")
 
 
 def positive(kind, bound: str | None = None):
@@ -318,18 +332,41 @@ def non_negative(text: str) -> int:
     return value
 
 
-def run_staged(parser: argparse.ArgumentParser, args, argv: list[str] | None, run) -> int:
+class _Failed(Exception):
+    """A staged run that ended with an error status (its outputs are discarded)."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status
+
+
+def in_stage(out, body) -> int:
+    """``body(stage)`` inside :func:`staged_output`: its status, with its outputs moved into
+    ``out`` unless the status is 2 or more (an error: nothing new is left; 1, a check that
+    failed, keeps what the run measured). :class:`OutputBusy` passes through."""
+    try:
+        with staged_output(out) as stage:
+            status = body(stage)
+            if status >= 2:
+                raise _Failed(status)
+            return status
+    except _Failed as failed:
+        return failed.status
+
+
+def run_staged(parser: argparse.ArgumentParser, args, argv: list[str] | None, run,
+               out_option: str = "--out") -> int:
     """The end of a command that writes ``args.out``: the folder checked before any work,
-    then ``run(args, argv, stage)`` inside :func:`staged_output` (whole or absent, one writer
-    at a time); a folder another run is writing exits 2 naming it."""
+    then ``run(args, argv, stage)`` inside :func:`in_stage` (whole or absent, one writer at a
+    time); a folder another run is writing exits 2 naming it."""
     from heteroreason.model.files import output_problem
 
     problem = output_problem(args.out, folder=True)
     if problem:
-        parser.error(f"--out: {problem}")
+        parser.error(f"{out_option}: {problem}")
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        with staged_output(args.out) as stage:
-            return run(args, list(sys.argv[1:] if argv is None else argv), stage)
+        return in_stage(args.out, lambda stage: run(args, argv, stage))
     except OutputBusy as exc:
-        print(f"{parser.prog}: error: --out: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: {out_option}: {exc}", file=sys.stderr)
         return 2

@@ -19,12 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
-from heteroreason.commands.common import command_parser
-from heteroreason.model.controller.brsd import ControllerConfig
+from heteroreason.commands.common import command_parser, run_staged
+from heteroreason.model.controller.brsd import ControllerConfig, ControllerError
 from heteroreason.model.experiments.report import format_table
-from heteroreason.model.files import output_problem
 from heteroreason.model.system.simulate import simulate_file
-from heteroreason.sim.verify.cosim import run_cosim, run_reference
+from heteroreason.model.workload.traces import TraceError
+from heteroreason.sim.verify.cosim import ENGINE_DEFAULTS, run_cosim, run_reference
+
+# problems a run takes (each a Verilator run of the DraftEngine, seconds) and the length of
+# their random prompts in tokens
+MAX_COUNT = 64
+PROMPT = 6
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -38,24 +43,37 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--delimiters", type=int, nargs="+", default=[16, 34],
                         help="one or two step-delimiter ids (the engine is built with them)")
     args = parser.parse_args(argv)
-    if args.count < 1 or args.max_steps < 1 or args.max_step_tokens < 1:
-        parser.error("--count, --max-steps and --max-step-tokens must be positive")
+    if not 1 <= args.count <= MAX_COUNT:
+        parser.error(f"--count must be an integer in [1, {MAX_COUNT}] (problems on Verilator, "
+                     f"seconds each), not {args.count}")
+    if args.max_steps < 1 or args.max_step_tokens < 1:
+        parser.error("--max-steps and --max-step-tokens must be positive")
     if not 1 <= len(args.delimiters) <= 2 or not all(2 <= d < 256 for d in args.delimiters):
         parser.error("--delimiters takes one or two ids in [2, 256)")
-    problem = output_problem(args.out, folder=True)
-    if problem:
-        parser.error(f"--out: {problem}")
+    budget = args.max_steps * args.max_step_tokens
+    if PROMPT + budget > ENGINE_DEFAULTS["capacity"]:  # refused before the engine is built
+        parser.error(f"a prompt of {PROMPT} tokens plus --max-steps x --max-step-tokens "
+                     f"({args.max_steps} x {args.max_step_tokens} = {budget}) must fit the "
+                     f"engine's KV capacity of {ENGINE_DEFAULTS['capacity']} tokens")
+    # whole or absent (an error or a signal leaves no rtl.jsonl); one writer at a time
+    return run_staged(parser, args, argv, lambda args, argv, stage: _run(args, stage))
+
+
+def _run(args, stage: Path) -> int:
     preset, seed = "test-tiny", 1
-    prompts = [[int(t) for t in np.random.default_rng(s).integers(2, 256, 6)]
+    prompts = [[int(t) for t in np.random.default_rng(s).integers(2, 256, PROMPT)]
                for s in range(1, args.count + 1)]
     controller = ControllerConfig(
         delimiters=frozenset(args.delimiters), eos=1, max_step_tokens=args.max_step_tokens,
         max_total_tokens=args.max_step_tokens * args.max_steps, max_steps=args.max_steps)
-    reference = run_reference(prompts, controller, preset=preset, seed=seed)
-    start = time.monotonic()
-    args.out.mkdir(parents=True, exist_ok=True)
-    trace = args.out / "rtl.jsonl"
-    rtl = run_cosim(prompts, controller, preset=preset, seed=seed, trace_out=trace)
+    trace = stage / "rtl.jsonl"
+    try:
+        reference = run_reference(prompts, controller, preset=preset, seed=seed)
+        start = time.monotonic()
+        rtl = run_cosim(prompts, controller, preset=preset, seed=seed, trace_out=trace)
+    except (ControllerError, TraceError, ValueError) as exc:
+        print(f"heteroreason cosim: error: {exc}", file=sys.stderr)
+        return 2
     wall = time.monotonic() - start
     rows = []
     for i, (ref, got) in enumerate(zip(reference["traces"], rtl["traces"], strict=True)):
@@ -74,7 +92,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         summary = simulate_file(trace, config="config1", mode=mode).summary
         replay.append([mode, f"{summary.latency_s:.3f}"])
     print(format_table(["mode (config1)", "latency s/problem"], replay))
-    print(f"wrote {trace}")
+    print(f"wrote {args.out / trace.name}")
     same = rtl["traces"] == reference["traces"] and rtl["chains"] == reference["chains"]
     return 0 if same else 1
 

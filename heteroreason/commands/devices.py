@@ -30,6 +30,7 @@ from heteroreason.model.timing.profile_fit import (
     ProfileError,
     fit_profile,
     read_profile,
+    unfitted_components,
 )
 
 
@@ -52,13 +53,17 @@ def cmd_presets(args) -> int:
 def cmd_fit(args) -> int:
     for path in args.files:
         try:
-            fits = fit_profile(read_profile(path), max_latency_ms=args.max_latency_ms)
+            columns = read_profile(path)
+            fits = fit_profile(columns, max_latency_ms=args.max_latency_ms)
+            unfitted = unfitted_components(columns, max_latency_ms=args.max_latency_ms)
         except ProfileError as exc:
             message = str(exc)
             raise ProfileError(message if message.startswith(str(path)) else
                                f"{path}: {message}") from None
         print(f"{path} (rows at or above {args.max_latency_ms:g} ms dropped)")
         print(format_table(ComponentFit.COLUMNS, [f.row() for f in fits]))
+        for name, reason in unfitted.items():  # said, not dropped from the table unseen
+            print(f"  {name}: not fitted ({reason})")
     return 0
 
 

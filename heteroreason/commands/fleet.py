@@ -34,9 +34,9 @@ from heteroreason.commands.common import (
     OutputBusy,
     ProgressBar,
     command_parser,
+    in_stage,
     non_negative,
     positive,
-    staged_output,
 )
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
@@ -112,7 +112,7 @@ def _options(parser: argparse.ArgumentParser, *, rate: bool = True, configs: boo
 
 
 def _cluster_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", type=positive(int), default=None,
+    parser.add_argument("--workers", type=positive(int, "workers"), default=None,
                         help="a local Dask cluster of this many processes")
     parser.add_argument("--scheduler", default=None,
                         help="an existing Dask scheduler (tcp://HOST:PORT)")
@@ -358,10 +358,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     problem = output_problem(args.out, folder=True)
     if problem:
         parser.error(problem)
-    try:
-        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
-            args.final_out, args.out = args.out, stage
-            return args.fn(args)
+    def body(stage):
+        args.final_out, args.out = args.out, stage
+        return args.fn(args)
+
+    try:  # whole or absent (an error leaves no file); one writer at a time
+        return in_stage(args.out, body)
     except (FleetError, InputError, RuntimeError, OutputBusy) as exc:
         print(f"heteroreason fleet: error: {exc}", file=sys.stderr)
         return 2

@@ -25,6 +25,9 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+QUALITY_MODELS = ("test-tiny", "test-small")  # the models whose W8A8 quality is measured
+
+
 def quality(config, *, seed: int, positions: int, layers=None, calib_length=256):
     weights = random_weights(config, seed=seed, layers=layers)
     model = quantize(weights, activation_scales(weights, seed=seed + 100, length=calib_length))
@@ -45,8 +48,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--speed", action="store_true",
                         help="also measure the integer reference's decode speed")
     args = parser.parse_args(argv)
-    if args.positions < 1:
-        parser.error(f"--positions must be a positive integer, not {args.positions}")
+    limit = min(qwen2_config(name).max_context for name in QUALITY_MODELS)
+    if not 1 <= args.positions <= limit:  # a position past a model's context has no RoPE row
+        parser.error(f"--positions must be an integer in [1, {limit}] (the context of "
+                     f"{', '.join(QUALITY_MODELS)}), not {args.positions}")
 
     big = qwen2_config("qwen2.5-0.5b")
     print(f"{big.name}: {big.params / 1e6:.1f} M parameters, "
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         "activation B"] + [f"{n} MMAC" for n in names], rows))
 
     rows = []
-    for name in ("test-tiny", "test-small"):
+    for name in QUALITY_MODELS:
         for seed in (1, 2, 3):
             h, lg, top1 = quality(qwen2_config(name), seed=seed, positions=args.positions)
             rows.append([name, seed, args.positions, f"{h:.5f}", f"{lg:.5f}", f"{100 * top1:.1f}"])

@@ -32,6 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from heteroreason.commands.common import (
+    check_workers,
     command_parser,
     note,
     run_staged,
@@ -204,8 +205,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                              "this one; "
                              "the figures are the same)")
     args = parser.parse_args(argv)
-    if not 1 <= args.workers <= 64:
-        parser.error(f"--workers must be an integer in [1, 64], not {args.workers}")
+    check_workers(parser, args.workers)
     check_trace_set_options(parser, args)
     return run_staged(parser, args, argv, _run)  # whole or absent; one writer at a time
 

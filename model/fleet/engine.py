@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from heteroreason.model import checks
 from heteroreason.model.fleet.batched_gpu import BatchedGpu
 from heteroreason.model.fleet.devices import Activity, ExclusiveDevice, FleetError
+from heteroreason.model.fleet.limits import MAX_POOL
 from heteroreason.model.fleet.problem_replay import problem_replay
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import ServingMode, SystemConfig
@@ -91,7 +92,7 @@ class FleetSpec:
     def __post_init__(self):
         for key in ("drafts", "prms", "targets"):
             value = getattr(self, key)
-            checks.integer(f"pool size {key}", value, low=1, error=FleetError)
+            checks.integer(f"pool size {key}", value, low=1, high=MAX_POOL, error=FleetError)
         if self.draft_slots is not None:
             checks.integer("draft_slots", self.draft_slots, low=1, note="or None",
                            error=FleetError)

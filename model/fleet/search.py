@@ -14,6 +14,7 @@ from heteroreason.model import checks
 from heteroreason.model.executor import run_chunked
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetRun, FleetSpec, Routing, simulate_fleet
+from heteroreason.model.fleet.limits import MAX_PROBLEMS, SLO_S
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.workload import ArrivalKind, Arrivals, Workload, sample_workload
 from heteroreason.model.system.config import ServingMode, system_config
@@ -45,16 +46,28 @@ class FleetPoint:
     max_prefetch: int | None = None  # step-ahead prefetches a target batch may hold
 
     def __post_init__(self):
+        checks.integer("problems", self.problems, low=1, high=MAX_PROBLEMS, error=FleetError)
+        checks.integer("seed", self.seed, low=0, error=FleetError)
+        if self.slo_s is not None:
+            checks.number("slo_s", self.slo_s, low=SLO_S[0], high=SLO_S[1],
+                          note="seconds, or None", error=FleetError)
         if self.min_span_s is not None:
             checks.number("min_span_s", self.min_span_s, low=0, low_open=True,
                           note="seconds, or None", error=FleetError)
+        if isinstance(self.datasets, str) or not self.datasets:
+            raise FleetError(f"datasets must be a non-empty sequence of names, not "
+                             f"{self.datasets!r}")
 
     @property
     def problem_count(self) -> int:
         """``problems``, or more: as many as arrive in ``min_span_s`` at the point's rate."""
         if self.min_span_s is None:
             return self.problems
-        return max(self.problems, math.ceil(self.rate_per_s * self.min_span_s))
+        count = max(self.problems, math.ceil(self.rate_per_s * self.min_span_s))
+        if count > MAX_PROBLEMS:  # a search's span at a high rate: refused, not run for hours
+            raise FleetError(f"{self.min_span_s:g} s of arrivals at {self.rate_per_s:g}/s are "
+                             f"{count:,} problems, more than {MAX_PROBLEMS:,}")
+        return count
 
     def spec(self) -> FleetSpec:
         return FleetSpec(system_config(self.config, fpga=self.fpga), ServingMode.parse(self.mode),

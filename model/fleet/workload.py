@@ -19,6 +19,7 @@ from pathlib import Path
 from heteroreason.model import checks
 from heteroreason.model.files import InputError, read_text
 from heteroreason.model.fleet.devices import FleetError
+from heteroreason.model.fleet.limits import CV, MAX_ARRIVAL_S, RATE_PER_S
 from heteroreason.model.workload.traces import ProblemTrace
 
 __all__ = ["ArrivalKind", "Arrivals", "Workload", "arrival_times_ms", "load_arrival_trace",
@@ -45,10 +46,20 @@ class Arrivals:
         if self.kind is ArrivalKind.TRACE:
             if not self.timestamps_s:
                 raise ValueError("an arrival trace needs at least one timestamp")
+            previous = 0.0
+            for i, t in enumerate(self.timestamps_s):  # as load_arrival_trace checks a file
+                checks.number(f"arrival timestamps_s[{i}]", t, low=0, high=MAX_ARRIVAL_S,
+                              note="seconds: the simulator keeps microseconds up to there")
+                if t < previous:
+                    raise ValueError(f"arrival timestamps_s[{i}] ({t}) is before the previous "
+                                     f"one ({previous}): times must not decrease")
+                previous = t
+            object.__setattr__(self, "timestamps_s", tuple(self.timestamps_s))
             return
-        checks.number("arrival rate_per_s", self.rate_per_s, low=0, low_open=True)
-        if not (math.isfinite(self.cv) and 0 < self.cv <= 100):
-            raise ValueError(f"arrival cv must be in (0, 100], not {self.cv!r}")
+        checks.number("arrival rate_per_s", self.rate_per_s, low=RATE_PER_S[0],
+                      high=RATE_PER_S[1], note="arrivals per second")
+        checks.number("arrival cv", self.cv, low=CV[0], high=CV[1],
+                      note="the gaps' coefficient of variation")
 
     @classmethod
     def poisson(cls, rate_per_s: float) -> Arrivals:
@@ -79,11 +90,6 @@ def arrival_times_ms(arrivals: Arrivals, count: int, rng: random.Random) -> list
         else:
             t += rng.gammavariate(shape, mean_s / shape)
     return times
-
-
-# the latest arrival a trace may hold: times are float milliseconds, and up to 1e9 s (1e12 ms,
-# 32 years) a double keeps better than a microsecond
-MAX_ARRIVAL_S = 1e9
 
 
 def load_arrival_trace(path: Path | str) -> Arrivals:

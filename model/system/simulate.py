@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from heteroreason.model.files import write_text_atomic
 from heteroreason.model.system.config import ServingMode, SystemConfig, system_config
 from heteroreason.model.system.metrics import (
     DatasetMetrics,
@@ -96,5 +97,5 @@ def chrome_trace(run: ProblemRun) -> dict:
 def write_json(obj, path: Path | str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=1))
+    write_text_atomic(path, json.dumps(obj, indent=1))
     return path

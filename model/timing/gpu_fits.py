@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from heteroreason.model.files import InputError, loads_json, read_text
+from heteroreason.model.files import InputError, loads_json, read_text, write_text_atomic
 
 __all__ = ["GPU_FITS_FILE", "GPU_FITS_FORMAT", "ROLES", "FittedRole", "load_gpu_fits",
            "write_gpu_fits"]
@@ -45,7 +45,7 @@ def write_gpu_fits(roles: Mapping[str, FittedRole], profiles: str, path: Path) -
     obj = {"format": GPU_FITS_FORMAT, "profiles": profiles,
            "roles": {r: {f: getattr(roles[r], f) for f in (*_FIELDS, "source")}
                      for r in ROLES}}
-    path.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(obj, indent=1) + "\n")
     return path
 
 

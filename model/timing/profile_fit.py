@@ -32,7 +32,7 @@ from heteroreason.model import checks
 from heteroreason.model.files import InputError, read_text
 
 __all__ = ["COMPONENTS", "CONTEXT_COLUMNS", "PROBLEM_COLUMN", "ComponentFit", "ProfileError",
-           "fit_profile", "huber_fit", "read_profile"]
+           "fit_profile", "huber_fit", "read_profile", "unfitted_components"]
 
 COMPONENTS = {
     "draft": ("draft_latency_ms", "draft_calls", "draft_output_tokens"),
@@ -45,6 +45,14 @@ REQUIRED = sorted({c for cols in COMPONENTS.values() for c in cols})
 CONTEXT_COLUMNS = ("draft_input_tokens", "target_input_tokens")
 # the problem a row belongs to, read when present (the validation sums a problem's rows)
 PROBLEM_COLUMN = "example_idx"
+# every column the artifact's step profiles have (AE_hardware/inputs/step_profile_csv/config2/
+# *_step_profile.csv, their header): a header with any other is refused (a misspelt column is
+# never silently ignored)
+KNOWN_COLUMNS = frozenset({
+    "dataset", "method", "run_tag", "example_idx", "problem_ordinal", "step", "phase",
+    "draft_latency_ms", "prm_latency_ms", "target_latency_ms", "draft_input_tokens",
+    "draft_output_tokens", "prm_input_tokens", "prm_output_rewards", "target_input_tokens",
+    "target_output_tokens", "draft_calls", "prm_calls", "target_calls"})
 
 
 class ProfileError(ValueError):
@@ -91,10 +99,17 @@ def read_profile(path: Path | str) -> dict[str, np.ndarray]:
     if missing:
         raise ProfileError(f"{path}: missing column(s) {', '.join(missing)}; "
                            f"the header has {', '.join(reader.fieldnames)}")
+    unknown = [c for c in reader.fieldnames if c not in KNOWN_COLUMNS]
+    if unknown:
+        raise ProfileError(f"{path}: unknown column {unknown[0]!r}; a step profile's columns "
+                           f"are {', '.join(sorted(KNOWN_COLUMNS))}")
     wanted = REQUIRED + [c for c in (*CONTEXT_COLUMNS, PROBLEM_COLUMN) if c in reader.fieldnames]
     columns: dict[str, list[float]] = {c: [] for c in wanted}
     for row in reader:
         line = reader.line_num
+        if None in row:  # cells past the header's: not dropped without a word
+            raise ProfileError(f"{path}:{line}: has {len(reader.fieldnames) + len(row[None])} "
+                               f"fields, the header {len(reader.fieldnames)}")
         for c in wanted:
             cell = row.get(c)
             try:
@@ -137,18 +152,33 @@ def _identifiable(x: np.ndarray) -> str | None:
     return None
 
 
-def fit_profile(columns: dict[str, np.ndarray], *, max_latency_ms: float = 5000.0
-                ) -> list[ComponentFit]:
-    """Fit every component whose coefficients the rows identify; raises
-    :class:`ProfileError` naming each component's reason when none can be fitted."""
+def _components(columns: dict[str, np.ndarray], max_latency_ms: float):
+    """Per component: its name, the rows it ran in, the rows kept, the fit's x and y, and why
+    its coefficients cannot be fitted (None when they can)."""
     checks.number("max_latency_ms", max_latency_ms, low=0, low_open=True)
-    fits, reasons = [], []
     for name, (lat, calls, tokens) in COMPONENTS.items():
         ran = columns[calls] > 0
         keep = ran & (columns[lat] < max_latency_ms)
         x = np.column_stack([columns[calls][keep], columns[tokens][keep]])
         y = columns[lat][keep]
         reason = "it never ran" if not ran.any() else _identifiable(x)
+        yield name, ran, keep, x, y, reason
+
+
+def unfitted_components(columns: dict[str, np.ndarray], *, max_latency_ms: float = 5000.0
+                        ) -> dict[str, str]:
+    """The components :func:`fit_profile` leaves out, each with the reason (a fit's table says
+    them, rather than drop a component without a word)."""
+    return {name: reason for name, *_, reason in _components(columns, max_latency_ms) if reason}
+
+
+def fit_profile(columns: dict[str, np.ndarray], *, max_latency_ms: float = 5000.0
+                ) -> list[ComponentFit]:
+    """Fit every component whose coefficients the rows identify (the others, with their
+    reasons: :func:`unfitted_components`); raises :class:`ProfileError` naming each
+    component's reason when none can be fitted."""
+    fits, reasons = [], []
+    for name, ran, keep, x, y, reason in _components(columns, max_latency_ms):
         if reason:
             reasons.append(f"{name}: {reason}")
             continue

@@ -30,7 +30,7 @@ def test_quick_check_on_a_local_dask_cluster():
 def test_workers_below_one_exit_2():
     r = _run("--quick", "--check", "--workers", "0")
     assert r.returncode == 2
-    assert "--workers must be at least 1, not 0" in r.stderr
+    assert "--workers must be an integer in [1, 64], not 0" in r.stderr
 
 
 def test_an_unreachable_scheduler_exits_2():

@@ -101,7 +101,7 @@ def test_numerics_report():
     assert "494.0 M parameters, 357.9 M without embeddings, KV 12288 B/token" in proc.stdout
     assert proc.stdout.count("test-small") == 3
     proc = run("numerics_report.py", "--positions", "0")
-    assert proc.returncode == 2 and "--positions must be a positive integer" in proc.stderr
+    assert proc.returncode == 2 and "--positions must be an integer in [1, 512]" in proc.stderr
 
 
 def test_run_brsd(tmp_path):
@@ -162,7 +162,15 @@ def test_cosim_brsd_rejects_bad_arguments(tmp_path):
     proc = run("cosim_brsd.py", "--out", tmp_path / "t.jsonl", "--delimiters", "16", "34", "40")
     assert proc.returncode == 2 and "--delimiters takes one or two ids" in proc.stderr
     proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--count", "0")
-    assert proc.returncode == 2 and "must be positive" in proc.stderr
+    assert proc.returncode == 2 and "--count must be an integer in [1, 64]" in proc.stderr
+    proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--count", "100000000")
+    assert proc.returncode == 2 and "--count must be an integer in [1, 64]" in proc.stderr
+    # a problem that could outgrow the engine's KV is refused before the engine is built
+    proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--max-steps", "100",
+               "--max-step-tokens", "100")
+    assert proc.returncode == 2 and "(100 x 100 = 10000) must fit the engine's KV capacity " \
+        "of 512 tokens" in proc.stderr
+    assert not (tmp_path / "t").exists()
 
 
 def test_predict_fpga_prints_the_projection(tmp_path):

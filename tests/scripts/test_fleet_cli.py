@@ -103,10 +103,12 @@ def test_costs_print_each_coefficient_with_its_source():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--problems", "0"], "--problems must be at least 1, not 0"),
-    (["--searches", "--workers", "0"], "--workers must be at least 1, not 0"),
+    (["--problems", "0"], "argument --problems: 0 must be a finite number > 0"),
+    (["--problems", "100000000"], "100000000 must be in [1, 1e+06] (problems)"),
+    (["--searches", "--workers", "0"], "--workers must be an integer in [1, 64], not 0"),
     (["--seed", "-3"], "--seed must be a non-negative integer, not -3"),
-    (["--searches", "--slo", "0"], "--slo must be > 0, not 0.0"),
+    (["--searches", "--slo", "0"], "argument --slo: 0 must be a finite number > 0"),
+    (["--searches", "--slo", "inf"], "argument --slo: inf must be a finite number > 0"),
 ])
 def test_the_benchmark_refuses_bad_options(args, message):
     bench = SCRIPT.parent / "bench_fleet.py"

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from heteroreason.model.files import InputError, loads_json, read_text
+from heteroreason.model.files import InputError, loads_json, read_text, write_text_atomic
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.timing.fpga.core_cycles import OVERHEADS, CoreTiming, Overheads
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -185,7 +185,7 @@ class Calibration:
 def save_calibration(calibration: Calibration, path: Path = CALIBRATION_FILE) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
+    write_text_atomic(path, json.dumps(calibration.to_json(), indent=1) + "\n")
     return path
 
 

@@ -124,7 +124,8 @@ def test_bad_artifact_files_are_named(tmp_path):
         "math500", "3", 9, (ArtifactEvent(ACCEPT, 1, 5, 0),))
     config = tmp_path / "config1.json"
     config.write_text(json.dumps({"parameters_ms": {"draft_alpha": "fast"}}))
-    with pytest.raises(InputError, match=r"parameters_ms.draft_alpha must be a number"):
+    with pytest.raises(InputError,
+                       match=r"parameters_ms.draft_alpha must be a finite non-negative number"):
         read_artifact_config(config)
 
 

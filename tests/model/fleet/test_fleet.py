@@ -250,9 +250,9 @@ def test_arrival_trace_file(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"drafts": 0}, "drafts must be a positive integer"),
-    ({"prms": -1}, "prms must be a positive integer"),
-    ({"targets": 1.5}, "targets must be a positive integer"),
+    ({"drafts": 0}, r"drafts must be an integer in \[1, 1,024\]"),
+    ({"prms": -1}, r"prms must be an integer in \[1, 1,024\]"),
+    ({"targets": 1.5}, r"targets must be an integer in \[1, 1,024\]"),
     ({"draft_slots": 0}, "draft_slots"),
     ({"routing": "random"}, "unknown routing"),
     ({"max_prefetch_items": -1}, r"max_prefetch_items must be a non-negative integer \(or None\)"),
@@ -264,7 +264,8 @@ def test_bad_pools(kwargs, match):
 
 @pytest.mark.parametrize("rate", [0, -1.0, float("nan"), float("inf")])
 def test_bad_rates(rate):
-    with pytest.raises(ValueError, match="rate_per_s must be a finite positive number"):
+    with pytest.raises(ValueError,
+                       match=r"rate_per_s must be a finite number in \[0.0001, 10000\]"):
         Arrivals.poisson(rate)
 
 
