@@ -12,7 +12,8 @@ printed) and the fraction of it reached, and the speed-up over the paper's U280 
 artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); the
 shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens, token
 by token and in batches of ``--ingest-batch`` (the design built with as many tokens a pass, with
-its resources); then what backs each
+its resources); each design's tok/s at the ``--clocks`` by context, with its share of the memory
+ceiling (the HBM's achievable bandwidth over a token's bytes); then what backs each
 board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
 ms/token against context length.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from heteroreason.commands.common import (
@@ -34,13 +36,14 @@ from heteroreason.model.experiments.report import format_table
 from heteroreason.model.files import InputError, output_problem
 from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
-from heteroreason.model.timing.fpga.calibration import CalibrationError
+from heteroreason.model.timing.fpga.calibration import CalibrationError, load_calibration
 from heteroreason.model.timing.fpga.clock_basis import clock_basis, ecp5_basis
-from heteroreason.model.timing.fpga.hbm import weight_ceiling_bytes_per_s
+from heteroreason.model.timing.fpga.hbm import HbmError, weight_ceiling_bytes_per_s
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
     batched_ingest_ms,
     batched_ingest_resources,
+    core_timing,
     design_for,
     draft_ms_per_token,
     edge_gpu_ms_per_token,
@@ -67,6 +70,10 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
                              "(default 100)")
     parser.add_argument("--ingest-batch", type=int, default=4,
                         help="tokens a pass of the modelled batched ingest (default 4)")
+    parser.add_argument("--clocks", type=float, nargs="+", default=[200.0, 250.0, 300.0],
+                        metavar="MHZ", help="the clocks each board's design is also priced at "
+                                            "(MHz; until a routed design backs a clock, "
+                                            "the headline is shown at several)")
     parser.add_argument("--out", type=Path, default=Path("build/predict"),
                         help="the output directory (predict.png, the tables as CSV and JSON, "
                              "run.json)")
@@ -171,6 +178,38 @@ def _print_ingests(config, designs: dict, contexts: list[int], step: int,
     return header, rows
 
 
+def _print_clock_sweep(config, designs: dict, contexts: list[int], clocks_mhz: list[float]
+                       ) -> tuple[list[str], list[list]]:
+    """Each board's design at other clocks: tok/s by context, with its share of the memory
+    ceiling (the HBM's achievable bandwidth over a token's weight and KV bytes, whatever the
+    ports and the clock)."""
+    overheads = load_calibration().overheads
+    header = ["design", "context", "ceiling tok/s",
+              *(f"{mhz:g} MHz tok/s (% of ceiling)" for mhz in clocks_mhz)]
+    rows = []
+    for b, params in designs.items():
+        board = BOARDS[b]
+        for context in contexts:
+            counts = config.decode_counts(context)
+            ceiling = board.hbm.achievable_bytes_per_s / (
+                counts.weight_bytes + counts.kv_bytes_read + counts.kv_bytes_written)
+            row = [b, context, f"{ceiling:.0f}"]
+            for mhz in clocks_mhz:
+                at = replace(board, clock_hz=mhz * 1e6)  # the same design, another clock
+                try:
+                    cycles = core_timing(config, at, params, overheads).token_cycles(context)
+                except HbmError:  # a stream the ports cannot carry at this clock
+                    row.append("-")
+                    continue
+                tok_s = at.clock_hz / cycles
+                row.append(f"{tok_s:.0f} ({100 * tok_s / ceiling:.0f} %)")
+            rows.append(row)
+    print(f"each design at {', '.join(f'{m:g}' for m in clocks_mhz)} MHz (its memory plan and "
+          f"latency at that clock; the calibrated cycle model):")
+    print(format_table(header, rows))
+    return header, rows
+
+
 def _print_clocks(boards: list[str]) -> None:
     """What backs each board's clock."""
     print("clock basis (UltraScale+ -2 logic levels of the units at the U280 design's widths, "
@@ -230,6 +269,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if value > limit:  # a step or batch longer than the model's context is none
             parser.error(f"{name} must be at most the model's context, {limit}, not {value}")
     config = qwen2_config(args.model)
+    bad = [m for m in args.clocks if not 1 <= m <= 2000]  # no FPGA fabric clock lies outside
+    if bad:
+        parser.error(f"--clocks must be numbers in [1, 2000] (MHz), not {bad[0]:g}")
     bad = [c for c in args.contexts if not 0 <= c < config.max_context]
     if bad:
         parser.error(f"--contexts must be in [0, {config.max_context}), not {bad[0]}")
@@ -243,6 +285,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     tables["speeds"] = _print_speeds(config, args.boards, args.contexts)
     tables["ingests"] = _print_ingests(config, designs, args.contexts, args.ingest_step,
                                        args.ingest_batch)
+    tables["clocks"] = _print_clock_sweep(config, designs, args.contexts, args.clocks)
     _print_clocks(args.boards)
     try:
         with staged_output(args.out) as stage:  # whole or absent; one writer at a time

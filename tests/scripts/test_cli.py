@@ -203,8 +203,22 @@ def test_predict_fpga_prints_the_projection(tmp_path):
     # the batched unit's resources on each board's design
     fits = [line for line in lines if line.startswith("    u280-300: LUT")]
     assert len(fits) == 1 and fits[0].endswith(": fits")
+    # each design at the other clocks: at its own, the tok/s the speeds table prints; a slower
+    # clock never faster; every cell under the memory ceiling
+    clocks = json.loads((out / "clocks.json").read_text())
+    own = {(r["device"], r["context"]): r["tok/s"] for r in speeds}
+    assert {(r["design"], r["context"]) for r in clocks} == \
+        {k for k in own if k[0] != "jetson-orin-nano"}
+    for r in clocks:
+        tok_s = [int(r[f"{mhz} MHz tok/s (% of ceiling)"].split()[0]) for mhz in (200, 250, 300)]
+        mhz = {"u280-200": 200, "u280-300": 300, "v80": 300}[r["design"]]
+        assert str(tok_s[(200, 250, 300).index(mhz)]) == own[(r["design"], r["context"])]
+        assert tok_s == sorted(tok_s) and tok_s[-1] < int(r["ceiling tok/s"])
     proc = run("predict_fpga.py", "--contexts", "99999", "--out", out)
     assert proc.returncode == 2 and "--contexts must be in [0, 32768)" in proc.stderr
+    proc = run("predict_fpga.py", "--clocks", "250", "0", "--out", out)
+    assert proc.returncode == 2 and "--clocks must be numbers in [1, 2000] (MHz), not 0" in \
+        proc.stderr
 
 
 @pytest.mark.parametrize("script, args, message", [
