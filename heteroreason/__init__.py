@@ -134,8 +134,9 @@ def export_verilog(top: str, out_dir: str | Path, **params: int) -> Path:
     ``out_dir``; the file's path."""
     from heteroreason.sim.flow.export import build_top, parse_params, write_verilog
 
+    out = _path("out_dir", out_dir)  # before a block is built that would then go unused
     chosen = parse_params(top, [f"{k}={v}" for k, v in params.items()])
-    return write_verilog(build_top(top, chosen), top, _path("out_dir", out_dir))
+    return write_verilog(build_top(top, chosen), top, out)
 
 
 def run_bench(top: str, *, events: int = 10_000, seed: int = 1, simulator: str | None = None,

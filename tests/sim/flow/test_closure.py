@@ -63,7 +63,7 @@ def test_a_design_too_big_for_the_part_names_the_resource():
     (["--top", "mvu", "--clock-mhz", "1e-306"], "--clock-mhz must be a number in [1, 2000]"),
     (["--top", "nope"], "unknown top 'nope'"),
     (["--top", "mvu", "--param", "lanes=x"], "parameter 'lanes' of top 'mvu' must be an integer"),
-    (["--top", "mvu", "--workers", "0"], "--workers must be a positive integer, not 0"),
+    (["--top", "mvu", "--workers", "0"], "--workers must be an integer in [1, 64], not 0"),
 ])
 def test_bad_input_exits_2_before_any_work(args, message):
     result = run_script(*args)

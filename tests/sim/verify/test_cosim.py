@@ -2,12 +2,7 @@
 same run, token for token, as with the integer reference as its draft; the engine's KVMU modes
 follow the controller's decisions; the captured trace replays through the scheduler."""
 
-import fcntl
-import os
-import pickle
-
 import numpy as np
-import pytest
 
 from heteroreason.model.controller.brsd import ControllerConfig
 from heteroreason.model.system.simulate import simulate_file
@@ -23,39 +18,21 @@ CONTROLLER = ControllerConfig(delimiters=frozenset({16, 34}), eos=1, max_step_to
                               max_total_tokens=24, max_steps=4)
 
 
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory):
-    """The reference run and the co-simulation, once for the whole test session: the first
-    pytest-xdist worker to ask runs them and leaves them in the session's shared temporary
-    folder (under a lock); any other worker reads them there (xdist may spread this module's
-    tests over workers)."""
-    base = tmp_path_factory.getbasetemp()
-    # under xdist each worker's folder sits in the session's own; without it, that folder is
-    # the session's (its parent holds earlier sessions' folders)
-    shared = (base.parent if "PYTEST_XDIST_WORKER" in os.environ else base) / "cosim"
-    shared.mkdir(exist_ok=True)
-    trace_file, result = shared / "traces.jsonl", shared / "runs.pickle"
-    with open(shared / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not result.exists():
-            reference = run_reference(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED)
-            cosim = run_cosim(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED,
-                              trace_out=trace_file)
-            result.write_bytes(pickle.dumps((reference, cosim)))
-    reference, cosim = pickle.loads(result.read_bytes())
-    return reference, cosim, trace_file
+def test_rtl_in_the_loop(tmp_path):
+    """One test, so that one worker runs the co-simulation (about a minute) and no other waits
+    for it: the same run as with the reference draft, the commands the controller's decisions
+    call for, and the captured trace's replay."""
+    trace_file = tmp_path / "traces.jsonl"
+    reference = run_reference(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED)
+    cosim = run_cosim(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED, trace_out=trace_file)
 
-
-def test_same_run_as_the_reference_draft(runs):
-    reference, cosim, _ = runs
+    # the same run as the reference draft's, with every outcome
     assert cosim["traces"] == reference["traces"]
     assert cosim["chains"] == reference["chains"]
     outcomes = {s["outcome"] for t in reference["traces"] for s in t["steps"]}
     assert outcomes == {"accept", "rescue", "backtrack"}
 
-
-def test_commands_follow_the_controller(runs):
-    reference, cosim, _ = runs
+    # the commands follow the controller
     commands = [c[1] for c in cosim["commands"]]
     assert {"accept", "reject", "init"} <= set(commands)
     # every command was confirmed by the mode it led to (ACCEPT, ROLLBACK, INITIALIZATION)
@@ -71,9 +48,7 @@ def test_commands_follow_the_controller(runs):
     steps = [s for t in reference["traces"] for s in t["steps"]]
     assert commands[0] == "init" and cosim["draft_calls"] == len(steps)
 
-
-def test_captured_trace_replays(runs):
-    _, cosim, trace_file = runs
+    # the captured trace replays
     traces = load_traces(trace_file)
     assert [t.problem_id for t in traces] == ["0", "1"]
     assert [len(t.steps) for t in traces] == [len(t["steps"]) for t in cosim["traces"]]

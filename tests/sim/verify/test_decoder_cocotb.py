@@ -130,9 +130,11 @@ def test_core_greedy_tokens():
              [5, 77, 130], 2, seed=3)
 
 
+@pytest.mark.slow
 def test_core_with_wide_parameter_beats():
     """Four gains a parameter beat: the RMSNorm emits four results a cycle into a scratchpad
-    row's span, with stalls on the parameter stream too."""
+    row's span, with stalls on the parameter stream too (the default run has four gains a beat
+    in :func:`test_core_with_two_rows_a_beat`, with two rows a beat besides)."""
     run_core({"preset": "test-small", "seed": 4, "lanes": 16, "stream_bytes": 8,
               "heads_parallel": 2, "weight_buffer": 64, "vector_width": 8, "param_width": 4},
              STALLS, [9, 400, 17], 2, seed=7)
