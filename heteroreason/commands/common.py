@@ -284,8 +284,7 @@ WORKERS_LIMIT = 64
 
 
 # the bounds of every size a user passes: a run within them ends in minutes and keeps its
-# time resolution (times are float milliseconds; 1e4 problems at 1e-4 per second arrive over
-# 1e8 s, where a double still keeps a microsecond)
+# time resolution (the fleet's, and why, in model/fleet/limits.py)
 BOUNDS = {
     "rate": (*RATE_PER_S, "arrivals per second"),
     "cv": (*CV, "the gaps' coefficient of variation"),
@@ -354,8 +353,7 @@ def in_stage(out, body) -> int:
         return failed.status
 
 
-def run_staged(parser: argparse.ArgumentParser, args, argv: list[str] | None, run,
-               out_option: str = "--out") -> int:
+def run_staged(parser: argparse.ArgumentParser, args, argv: list[str] | None, run) -> int:
     """The end of a command that writes ``args.out``: the folder checked before any work,
     then ``run(args, argv, stage)`` inside :func:`in_stage` (whole or absent, one writer at a
     time); a folder another run is writing exits 2 naming it."""
@@ -363,10 +361,10 @@ def run_staged(parser: argparse.ArgumentParser, args, argv: list[str] | None, ru
 
     problem = output_problem(args.out, folder=True)
     if problem:
-        parser.error(f"{out_option}: {problem}")
+        parser.error(f"--out: {problem}")
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return in_stage(args.out, lambda stage: run(args, argv, stage))
     except OutputBusy as exc:
-        print(f"{parser.prog}: error: {out_option}: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: --out: {exc}", file=sys.stderr)
         return 2
