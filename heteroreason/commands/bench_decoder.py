@@ -12,8 +12,9 @@ latency and ``--stall`` (the rate ``1 - stall``); with ``--board`` the weights a
 the ports the board's memory plan gives them (``plan_memory``), each port skipping the share of
 cycles its bandwidth cannot fill (the rate the plan's ``beats_per_cycle``) and running up to
 ``--port-fifo`` slices ahead of the slowest (by default the slices in flight at the latency
-and that rate, which a port must buffer to sustain it), while the parameters and the KV rows,
-on ports that carry a beat a cycle, do not stall. Cycles without a beat are split into those
+and that rate, which a port must buffer to sustain it); the boards' plans time-share the
+ports, so the parameters and the KV rows are read on the same ports, ahead of the weights
+(the testbench's ``SharedPorts``). Cycles without a beat are split into those
 where the prefetch buffer was full (compute-bound stretches longer than the buffer covers) and
 those where memory had nothing to offer (request latency at the token's start, the tail after
 the last weight). The KV cache holds whatever is there: timing does not depend
@@ -42,23 +43,24 @@ CONFIGS: dict[str, tuple[str, DecoderParams]] = {
     "tiny": ("test-tiny", DecoderParams(16, 8, heads_parallel=2, weight_buffer=1024)),
     "0.5b-layer": ("test-0.5b-layer", DecoderParams(128, 64, heads_parallel=7,
                                                     weight_buffer=2048)),
-    # the design chosen for the U280 at 300 MHz (four rows of 448 a 1,792-byte beat, KV cache
-    # in HBM, 32 scratchpad elements a cycle, 4 entries a parameter beat)
-    "0.5b-layer-u280": ("test-0.5b-layer", DecoderParams(448, 1792, heads_parallel=7,
-                                                         weight_buffer=4096, external_kv=True,
-                                                         vector_width=32, param_width=4,
-                                                         rows_per_beat=4)),
+    # the design chosen for the U280 at 300 MHz (four rows of 896 a 3,584-byte beat, KV cache
+    # in HBM four rows a cycle, 32 scratchpad elements a cycle, 8 entries a parameter beat)
+    "0.5b-layer-u280": ("test-0.5b-layer", DecoderParams(896, 3584, heads_parallel=7,
+                                                         weight_buffer=2048, external_kv=True,
+                                                         vector_width=32, param_width=8,
+                                                         rows_per_beat=4, kv_rows=4)),
 }
 
 
 def bench(preset: str, params: DecoderParams, contexts: list[int], *, latency: int,
           stall: float, waves: bool = False, weight_ports: tuple = (),
-          port_fifo_depth: int = 8) -> tuple[list[TokenCycles], list[dict] | None]:
+          port_fifo_depth: int = 8,
+          shared_ports: bool = False) -> tuple[list[TokenCycles], list[dict] | None]:
     """The measured tokens and, with ``waves``, each token's cycles per operator."""
     try:
         run = measure_token_cycles(preset, params, contexts, latency=latency, stall=stall,
                                    waves=waves, weight_ports=weight_ports,
-                                   port_fifo_depth=port_fifo_depth)
+                                   port_fifo_depth=port_fifo_depth, shared_ports=shared_ports)
     except MeasurementError as exc:
         raise SystemExit(f"bench_decoder: {exc}") from None
     if not waves:
@@ -109,19 +111,20 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     rows = []
     for name in args.configs:
         preset, params = CONFIGS[name]
-        rate, ports, fifo = 1.0 - args.stall, (), 8
+        rate, ports, fifo, shared = 1.0 - args.stall, (), 8, False
         if args.board:
             plan = memory_plan(qwen2_config(preset), BOARDS[args.board], params)
             weights = plan.stream("weights")
             rate = weights.beats_per_cycle
             ports = ((args.latency, 1.0 - rate),) * weights.ports
             fifo = args.port_fifo or max(8, math.ceil(args.latency * rate))
+            shared = plan.shared
             print(f"{name} on {args.board}'s memory plan: {plan.describe()}; a FIFO of "
                   f"{fifo} slices a port", file=sys.stderr)
         start = time.monotonic()
         tokens, operators = bench(preset, params, args.contexts, latency=args.latency,
                                   stall=args.stall, waves=args.waves, weight_ports=ports,
-                                  port_fifo_depth=fifo)
+                                  port_fifo_depth=fifo, shared_ports=shared)
         for token, per_op in zip(tokens, operators or [], strict=False):
             print(f"{name} position {token.position}: " + ", ".join(
                 f"{k} {v}" for k, v in per_op.items()))

@@ -89,12 +89,13 @@ def _print_designs(config, designs: dict) -> tuple[list[str], list[list]]:
         have = board.resources
         rows.append([b, f"{board.clock_hz / 1e6:.0f}", params.beat_bytes, params.rows_per_beat,
                      params.stream_bytes, params.heads_parallel, params.vector_width,
-                     params.param_width, params.weight_buffer,
+                     params.param_width, params.weight_buffer, params.kv_rows,
                      f"{need.lut:,}/{have.lut:,}",
                      f"{need.dsp:,}/{have.dsp:,}", f"{need.bram18k:,}/{have.bram18k:,}",
                      "yes" if need.fits(have) else "NO"])
     header = ["board", "MHz", "MACs/cycle", "rows/beat", "stream B/cycle", "heads ||",
-              "vector width", "gains/beat", "weight buffer", "LUT", "DSP", "BRAM18K", "fits"]
+              "vector width", "gains/beat", "weight buffer", "KV rows/cycle", "LUT", "DSP",
+              "BRAM18K", "fits"]
     print(format_table(header, rows))
     return header, rows
 
@@ -107,21 +108,38 @@ def _print_memory(config, designs: dict) -> None:
         board = BOARDS[b]
         hbm = board.hbm
         native = hbm.ports * hbm.port_bytes_per_s(hbm.native_port_bits, board.clock_hz)
-        print(f"  {b}: {hbm.pseudo_channels} pseudo-channels, {hbm.peak_bytes_per_s / 1e9:.0f} "
-              f"GB/s peak, {hbm.achievable_bytes_per_s / 1e9:.0f} achievable; {hbm.ports} ports "
-              f"at {board.clock_hz / 1e6:g} MHz: {native / 1e9:.0f} GB/s with "
-              f"{hbm.native_port_bits}-bit ports, "
-              f"{board.usable_bandwidth_bytes_per_s / 1e9:.0f} GB/s with "
-              f"{max(hbm.port_bits)}-bit ports (roofline)")
-        print(f"    plan: {memory_plan(config, board, params).describe()}")
-        ceiling = weight_ceiling_bytes_per_s(
-            hbm, board.clock_hz, kv_row_bytes=config.head_dim if params.external_kv else 0,
-            param_width=params.param_width)
+        head = (f"  {b}: {hbm.pseudo_channels} pseudo-channels, "
+                f"{hbm.peak_bytes_per_s / 1e9:.0f} GB/s peak, "
+                f"{hbm.achievable_bytes_per_s / 1e9:.0f} achievable; ")
+        if hbm.port_clock_hz is not None:
+            print(head + f"{hbm.ports} ports of {'/'.join(map(str, hbm.port_bits))} bits at "
+                  f"their own {hbm.port_clock_hz / 1e6:g} MHz: "
+                  f"{board.usable_bandwidth_bytes_per_s / 1e9:.0f} GB/s (roofline)")
+        else:
+            print(head + f"{hbm.ports} ports at {board.clock_hz / 1e6:g} MHz: "
+                  f"{native / 1e9:.0f} GB/s with {hbm.native_port_bits}-bit ports, "
+                  f"{board.usable_bandwidth_bytes_per_s / 1e9:.0f} GB/s with "
+                  f"{max(hbm.port_bits)}-bit ports (roofline)")
+        plan = memory_plan(config, board, params)
+        print(f"    plan: {plan.describe()}")
+        kv_row_bytes = config.head_dim * params.kv_rows if params.external_kv else 0
+        ceiling = weight_ceiling_bytes_per_s(hbm, board.clock_hz, kv_row_bytes=kv_row_bytes,
+                                             param_width=params.param_width)
         weights = config.decode_counts(0).weight_bytes
-        print(f"    a weight stream of any width on the ports left: at most "
-              f"{ceiling / 1e9:.0f} GB/s ({ceiling / board.clock_hz:.0f} B/cycle), the weights "
-              f"alone {1e3 * weights / ceiling:.3f} ms/token ({ceiling / weights:.0f} tok/s)")
+        if plan.shared:
+            shared = plan.stream("weights").bytes_per_s
+            print(f"    the weights on every port: at most {shared / 1e9:.0f} GB/s, the weights "
+                  f"alone {1e3 * weights / shared:.3f} ms/token ({shared / weights:.0f} tok/s); "
+                  f"with the narrow streams on ports of their own, {ceiling / 1e9:.0f} GB/s "
+                  f"({ceiling / weights:.0f} tok/s)")
+        else:
+            print(f"    a weight stream of any width on the ports left: at most "
+                  f"{ceiling / 1e9:.0f} GB/s ({ceiling / board.clock_hz:.0f} B/cycle), the "
+                  f"weights alone {1e3 * weights / ceiling:.3f} ms/token "
+                  f"({ceiling / weights:.0f} tok/s)")
         print(f"    source: {hbm.source}; efficiency: {hbm.efficiency_source}")
+        if hbm.port_clock_hz is not None:
+            print(f"    port clock: {hbm.port_clock_source}")
 
 
 def _print_speeds(config, boards: list[str], contexts: list[int]
@@ -169,12 +187,16 @@ def _print_ingests(config, designs: dict, contexts: list[int], step: int,
               "decode / ingest", f"batched ingest ms (B={batch})", "decode / batched"]
     print(format_table(header, rows))
     print(f"  the designs with a batched ingest of {batch} (the matrix-vector unit's {batch} "
-          f"vectors a beat, two a DSP slice; a scratchpad bank a token):")
-    for b, params in designs.items():
-        have, need = BOARDS[b].resources, batched_ingest_resources(config, params, batch)
-        print(f"    {b}: LUT {need.lut:,}/{have.lut:,}, FF {need.ff:,}/{have.ff:,}, DSP "
-              f"{need.dsp:,}/{have.dsp:,}, BRAM18K {need.bram18k:,}/{have.bram18k:,}: "
-              f"{'fits' if need.fits(have) else 'does NOT fit'}")
+          f"vectors a beat, two a DSP slice; a scratchpad bank a token; the fastest that "
+          f"fits, estimated):")
+    for b in designs:
+        params = design_for(config, BOARDS[b], ingest_batch=batch)
+        have = BOARDS[b].resources
+        need = batched_ingest_resources(config, replace(params, ingest_batch=1), batch)
+        print(f"    {b}: {params.lanes} lanes x {params.rows_per_beat} rows, "
+              f"{params.kv_rows} KV rows a cycle: LUT {need.lut:,}/{have.lut:,}, FF "
+              f"{need.ff:,}/{have.ff:,}, DSP {need.dsp:,}/{have.dsp:,}, BRAM18K "
+              f"{need.bram18k:,}/{have.bram18k:,}")
     return header, rows
 
 

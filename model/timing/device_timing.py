@@ -50,6 +50,7 @@ class LlmTiming:
     source: str = ""
     decode_floor_ms_per_token: float = 0.0
     ingest_floor_ms_per_token: float = 0.0
+    ingest_ms_per_kv_token: float | None = None  # None: the decode's
 
     def __post_init__(self):
         for key in ("decode_ms_per_token", "decode_ms_per_kv_token", "decode_call_ms",
@@ -57,9 +58,10 @@ class LlmTiming:
                     "ingest_floor_ms_per_token"):
             value = getattr(self, key)
             checks.number(f"{self.name}: {key}", value, low=0)
-        ingest = self.ingest_ms_per_token
-        if ingest is not None:
-            checks.number(f"{self.name}: ingest_ms_per_token", ingest, low=0, note="or None")
+        for key in ("ingest_ms_per_token", "ingest_ms_per_kv_token"):
+            value = getattr(self, key)
+            if value is not None:
+                checks.number(f"{self.name}: {key}", value, low=0, note="or None")
 
     def prefill_ms(self, tokens: int) -> float:
         _check_count("tokens", tokens)
@@ -83,6 +85,8 @@ class LlmTiming:
         _check_count("tokens", tokens)
         _check_count("kv_start", kv_start)
         a, b = self.ingest_ms_per_token, self.decode_ms_per_kv_token
+        if self.ingest_ms_per_kv_token is not None:
+            b = self.ingest_ms_per_kv_token
         low = _below_floor(tokens, kv_start, a, b, self.ingest_floor_ms_per_token)
         if not low:
             return a * tokens + b * _kv_sum(tokens, kv_start)

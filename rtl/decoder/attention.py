@@ -21,12 +21,14 @@ from heteroreason.rtl.decoder.attention_phases import (
     EXP_LATENCY,
     AttentionPhases,
     _goto,
+    accumulate_latency,
+    exp_latency,
     job_cycles,
     score_bits,
     score_latency,
 )
 from heteroreason.rtl.decoder.pipeline import delay
-from heteroreason.rtl.limits import SIZE_LIMIT, WIDTH_LIMIT
+from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = [
     "ACCUMULATE_LATENCY",
@@ -34,6 +36,8 @@ __all__ = [
     "EMIT_LATENCY",
     "EXP_LATENCY",
     "Attention",
+    "accumulate_latency",
+    "exp_latency",
     "job_cycles",
     "kv_memory_ports",
     "score_latency",
@@ -41,16 +45,18 @@ __all__ = [
 
 
 
-def kv_memory_ports(*, head_dim: int, rows: int, max_context: int) -> dict:
-    """The members of an external KV cache's ports (see :class:`Attention`)."""
+def kv_memory_ports(*, head_dim: int, rows: int, max_context: int, kv_rows: int = 1) -> dict:
+    """The members of an external KV cache's ports (see :class:`Attention`): a read beat
+    carries ``kv_rows`` rows."""
     row = data.ArrayLayout(signed(8), head_dim)
+    group = data.ArrayLayout(row, kv_rows)
     request = stream.Signature(data.StructLayout({
         "addr": range(rows), "count": range(1, max_context + 1)}))
     return {
         "kv_store": Out(stream.Signature(data.StructLayout({
             "addr": range(rows), "k": row, "v": row}))),
         "k_req": Out(request), "v_req": Out(request),
-        "k_rows": In(stream.Signature(row)), "v_rows": In(stream.Signature(row)),
+        "k_rows": In(stream.Signature(group)), "v_rows": In(stream.Signature(group)),
     }
 
 
@@ -66,11 +72,13 @@ class Attention(AttentionPhases, wiring.Component):
 
     A ``cmd`` beat names the layer, KV head, attention length ``T`` and the job's multipliers;
     ``heads`` beats on ``q`` bring the rotated query heads. For all heads at once the unit
-    computes the ``T`` scores (``heads`` dot products of ``head_dim`` a cycle, one cache row
-    read), their table exponentials and sums, the rows' reciprocals by restoring dividers, the
-    probability-weighted sums of the values (``heads * head_dim`` accumulators, one cache row a
-    cycle), and emits ``heads * head_dim`` int8 outputs, head by head, ``width`` a beat (``last``
-    on the job's final beat).
+    computes the ``T`` scores (``heads`` dot products of ``head_dim`` for each of ``kv_rows``
+    cache rows a cycle), their table exponentials and sums (``kv_rows`` a cycle), the rows'
+    reciprocals by restoring dividers, the probability-weighted sums of the values (``heads *
+    head_dim`` accumulators, ``kv_rows`` cache rows a cycle), and emits ``heads * head_dim``
+    int8 outputs, head by head, ``width`` a beat (``last`` on the job's final beat). A pass
+    takes ``ceil(T / kv_rows)`` cycles of rows; the rows of its last cycle beyond ``T`` (what
+    the memory holds there, or zeros) take no part in the result.
 
     Parameters
     ----------
@@ -81,6 +89,10 @@ class Attention(AttentionPhases, wiring.Component):
         Keep the KV cache behind the memory ports instead of on chip.
     width : int
         Outputs per ``out`` beat; must divide ``head_dim``.
+    kv_rows : int
+        Cache rows a cycle in each pass: a power of two that divides ``max_context`` (a job's
+        rows start at a multiple of it). The on-chip cache is split into ``kv_rows`` banks
+        (position modulo ``kv_rows``); an external cache's read beats carry ``kv_rows`` rows.
 
     Members
     -------
@@ -91,23 +103,26 @@ class Attention(AttentionPhases, wiring.Component):
     kv_store : Out(stream.Signature(StructLayout addr, k, v))
         Only with ``external_kv``; row ``(layer * kv_heads + kv_head) * max_context + pos``.
     k_req, v_req : Out(stream.Signature(StructLayout addr, count))
-    k_rows, v_rows : In(stream.Signature(ArrayLayout(signed(8), head_dim)))
-        Only with ``external_kv``.
+        The first row (a multiple of ``kv_rows``) and the rows wanted, ``T``.
+    k_rows, v_rows : In(stream.Signature(ArrayLayout(ArrayLayout(signed(8), head_dim), kv_rows)))
+        Only with ``external_kv``: ``ceil(T / kv_rows)`` beats answer a request, beat ``b``
+        holding rows ``addr + b * kv_rows`` onwards (those past ``T`` are ignored).
 
     Latency
     -------
     :func:`job_cycles` from the last query beat to the last output (plus output stalls): each
-    of the three passes over the ``T`` rows takes a row a cycle and drains its pipeline
-    (:func:`score_latency`, :data:`EXP_LATENCY`, :data:`ACCUMULATE_LATENCY`), the division
-    :data:`DIVIDE_CYCLES`, the outputs a beat a cycle through :data:`EMIT_LATENCY` stages.
+    of the three passes over the ``T`` rows takes ``kv_rows`` rows a cycle and drains its
+    pipeline (:func:`score_latency`, :func:`exp_latency`, :func:`accumulate_latency`), the
+    division :data:`DIVIDE_CYCLES`, the outputs a beat a cycle through :data:`EMIT_LATENCY`
+    stages.
 
     Throughput
     ----------
-    ``heads * head_dim`` MACs a cycle in the score and weighted-sum passes.
+    ``kv_rows * heads * head_dim`` MACs a cycle in the score and weighted-sum passes.
     """
 
     def __init__(self, *, head_dim, kv_heads, layers, max_context, heads=1, external_kv=False,
-                 width=1):
+                 width=1, kv_rows=1):
         for name, value in (("head_dim", head_dim), ("kv_heads", kv_heads), ("layers", layers),
                             ("max_context", max_context), ("heads", heads), ("width", width)):
             checks.integer(name, value, low=1, error=TypeError,
@@ -116,6 +131,10 @@ class Attention(AttentionPhases, wiring.Component):
             raise ValueError(f"width ({width}) must divide head_dim ({head_dim})")
         if max_context > 2**16:
             raise ValueError(f"max_context must be at most 65536, not {max_context}")
+        checks.power_of_two("kv_rows", kv_rows, high=MULTIPLE_LIMIT)
+        if max_context % kv_rows:
+            raise ValueError(f"kv_rows ({kv_rows}) must divide max_context ({max_context})")
+        self._kv_rows = kv_rows
         self._head_dim = head_dim
         self._kv_heads = kv_heads
         self._layers = layers
@@ -125,8 +144,8 @@ class Attention(AttentionPhases, wiring.Component):
         self._width = width
         row = data.ArrayLayout(signed(8), head_dim)
         rows = layers * kv_heads * max_context
-        ports = kv_memory_ports(head_dim=head_dim, rows=rows, max_context=max_context) if \
-            external_kv else {}
+        ports = kv_memory_ports(head_dim=head_dim, rows=rows, max_context=max_context,
+                                kv_rows=kv_rows) if external_kv else {}
         super().__init__(ports | {
             "kv_write": In(stream.Signature(data.StructLayout({
                 "layer": range(layers), "kv_head": range(kv_heads), "pos": range(max_context),
@@ -153,15 +172,21 @@ class Attention(AttentionPhases, wiring.Component):
     def width(self):
         return self._width
 
+    @property
+    def kv_rows(self):
+        return self._kv_rows
+
     def elaborate(self, platform):
         m = Module()
-        nh = self._heads
+        nh, nr = self._heads, self._kv_rows
+        # a cycle's rows side by side: scores, then exponentials
         m.submodules.scores = scores = memory.Memory(
-            shape=data.ArrayLayout(signed(32), nh), depth=self._max_context, init=[])
+            shape=data.ArrayLayout(data.ArrayLayout(signed(32), nh), nr),
+            depth=self._max_context // nr, init=[])
         m.submodules.exp = exp_rom = memory.Memory(shape=unsigned(16), depth=256,
                                                    init=[int(v) for v in EXP])
         j = self._job_signals(m, scores.write_port(), scores.read_port(),
-                              [exp_rom.read_port() for _ in range(nh)])
+                              [exp_rom.read_port() for _ in range(nr * nh)])
         self._cache(m, j)
         # a job starts once no cache write is offered or still on its way into the cache
         free = ~self.kv_write.valid & ~j.write_pending
@@ -170,9 +195,15 @@ class Attention(AttentionPhases, wiring.Component):
             m.d.comb += self.cmd.ready.eq(free)
             with m.If(self.cmd.valid & free):
                 m.d.sync += [j.job.eq(self.cmd.payload), j.queries.eq(0), *_goto(j, _IDLE, _QUERY)]
-        # the job's first row and its last index, from the registered command
+        # the job's first row, its last cycle of rows and which rows of that cycle lie within
+        # the length, from the registered command
+        shift = (nr - 1).bit_length()
+        final = Signal(range(self._max_context), name="final")  # the length's last index
+        m.d.comb += final.eq(j.job.length - 1)
         m.d.sync += [j.start.eq(self._base(j.job.layer, j.job.kv_head)),
-                     j.last_t.eq(j.job.length - 1)]
+                     j.last_t.eq(final >> shift)]
+        if nr > 1:
+            m.d.sync += j.tail.eq(Cat(final[:shift] >= r for r in range(nr)))
         if self._external_kv:  # both requests go out as the job starts
             self._requests(m, j)
         with m.If(j.state[_QUERY]):
@@ -206,7 +237,8 @@ class Attention(AttentionPhases, wiring.Component):
             s_wr=s_wr, s_rd=s_rd, e_rds=e_rds, state=state, idle=state[_IDLE],
             job=Signal(self.cmd.payload.shape(), name="job"),
             start=Signal(range(rows + 1), name="start"),
-            last_t=Signal(range(self._max_context), name="last_t"),
+            last_t=Signal(range(self._max_context), name="last_t"),  # the last cycle of rows
+            tail=Signal(self._kv_rows, name="tail"),  # the last cycle's rows within the length
             query=Signal(data.ArrayLayout(row, nh), name="query"),
             queries=Signal(range(nh + 1), name="queries"),
             # rows sent into a pass's pipeline, while ``issuing``; its results out
@@ -233,7 +265,8 @@ class Attention(AttentionPhases, wiring.Component):
 
     def _next_pass(self, m, j, source, state) -> None:
         # ``job`` holds the command from the cycle after it is taken; ``last_t`` a cycle later
-        first_is_last = equals(j.job.length, 1)
+        first_is_last = equals(j.job.length, 1) if self._kv_rows == 1 else \
+            j.job.length <= self._kv_rows
         m.d.sync += [*_goto(j, source, state), j.issued.eq(0), j.issuing.eq(1), j.written.eq(0),
                      j.at_last.eq(first_is_last), j.issue_last.eq(first_is_last)]
 
@@ -261,12 +294,21 @@ class Attention(AttentionPhases, wiring.Component):
                 self.kv_write.ready.eq(j.idle & self.kv_store.ready),
             ]
             return
+        nr = self._kv_rows
+        shift = (nr - 1).bit_length()
         row = data.ArrayLayout(signed(8), self._head_dim)
         rows = self._layers * self._kv_heads * self._max_context
-        m.submodules.keys = keys = memory.Memory(shape=row, depth=rows, init=[])
-        m.submodules.values = values = memory.Memory(shape=row, depth=rows, init=[])
-        k_wr, v_wr = keys.write_port(), values.write_port()
-        j.k_rd, j.v_rd = keys.read_port(), values.read_port()
+        # a bank a position modulo ``kv_rows``: a job's rows start at a multiple of it
+        k_wrs, v_wrs, k_rds, v_rds = [], [], [], []
+        for b in range(nr):
+            suffix = "" if nr == 1 else str(b)
+            keys = memory.Memory(shape=row, depth=rows // nr, init=[])
+            values = memory.Memory(shape=row, depth=rows // nr, init=[])
+            m.submodules["keys" + suffix], m.submodules["values" + suffix] = keys, values
+            k_wrs.append(keys.write_port())
+            v_wrs.append(values.write_port())
+            k_rds.append(keys.read_port())
+            v_rds.append(values.read_port())
         # a write is registered on its way in (address, rows, enable): the cache's ports are
         # fed from flip-flops; a job waits for it (``write_pending``)
         taken = self.kv_write.valid & j.idle
@@ -277,29 +319,35 @@ class Attention(AttentionPhases, wiring.Component):
         m.d.sync += [addr.eq(self._base(w.layer, w.kv_head) + w.pos), k.eq(w.k), v.eq(w.v),
                      en.eq(taken)]
         j.write_pending = en
-        m.d.comb += [
-            self.kv_write.ready.eq(j.idle),
-            k_wr.addr.eq(addr), k_wr.data.eq(k), v_wr.addr.eq(addr), v_wr.data.eq(v),
-            k_wr.en.eq(en), v_wr.en.eq(en),
-            j.k_rd.addr.eq(j.start + j.issued), j.v_rd.addr.eq(j.start + j.issued),
-        ]
+        m.d.comb += self.kv_write.ready.eq(j.idle)
+        for b, (k_wr, v_wr) in enumerate(zip(k_wrs, v_wrs, strict=True)):
+            bank_en = en & equals(addr[:shift], b) if nr > 1 else en
+            m.d.comb += [k_wr.addr.eq(addr[shift:]), k_wr.data.eq(k), k_wr.en.eq(bank_en),
+                         v_wr.addr.eq(addr[shift:]), v_wr.data.eq(v), v_wr.en.eq(bank_en)]
+        for port in (*k_rds, *v_rds):
+            m.d.comb += port.addr.eq(j.start[shift:] + j.issued)
+        j.k_rd = Cat(p.data for p in k_rds)
+        j.v_rd = Cat(p.data for p in v_rds)
 
     def _rows(self, m, j, state, kind):
-        """The pass's cache rows, registered beside its multipliers: ``(row, valid)`` two
-        cycles after each row is taken (from the on-chip memory's synchronous read, or from
-        the port and a register)."""
+        """The pass's cache rows (``kv_rows`` of them), registered beside its multipliers:
+        ``(rows, valid, last)`` two cycles after each cycle's rows are taken (from the on-chip
+        banks' synchronous read, or from the port and a register); ``last``: they are the
+        pass's last cycle of rows."""
         in_pass = j.state[state] & j.issuing
+        group = data.ArrayLayout(data.ArrayLayout(signed(8), self._head_dim), self._kv_rows)
         if self._external_kv:
             port = self.k_rows if kind == "k" else self.v_rows
             m.d.comb += port.ready.eq(in_pass)
             taken = port.valid & in_pass
-            row = delay(m, port.payload, 1, name=f"{kind}_port_row", reset_less=True)
+            rows = delay(m, port.payload, 1, name=f"{kind}_port_row", reset_less=True)
         else:
             taken = in_pass
-            row = (j.k_rd if kind == "k" else j.v_rd).data
+            rows = data.View(group, j.k_rd if kind == "k" else j.v_rd)
+        last = delay(m, taken & j.issue_last, 2, name=f"{kind}_row_last")
         self._issue(m, j, taken)
-        return (delay(m, row, 1, name=f"{kind}_row", reset_less=True),
-                delay(m, taken, 2, name=f"{kind}_row_valid"))
+        return (delay(m, rows, 1, name=f"{kind}_row", reset_less=True),
+                delay(m, taken, 2, name=f"{kind}_row_valid"), last)
 
     def _requests(self, m, j) -> None:
         k_pending, v_pending = Signal(), Signal()

@@ -16,7 +16,8 @@ from heteroreason.rtl.decoder.pipeline import (
 )
 
 __all__ = ["ACCUMULATE_LATENCY", "DIVIDE_CYCLES", "EMIT_LATENCY", "EXP_LATENCY", "AttentionPhases",
-           "job_cycles", "score_bits", "score_latency"]
+           "accumulate_latency", "exp_latency", "job_cycles", "max_levels", "score_bits",
+           "score_latency"]
 
 _IDLE, _QUERY, _SCORE, _EXP, _DIVIDE, _ACCUMULATE, _EMIT = range(7)
 _SUM_BITS = 32  # sum of up to 2**16 exp values of at most 2**15
@@ -28,27 +29,46 @@ class AttentionPhases:
 
     def _score(self, m, j) -> None:
         """A score per key row and head (each head's maximum kept): the products registered as
-        a DSP's M and P, then the registered adder tree (:func:`score_latency`)."""
-        hd, nh = self._head_dim, self._heads
-        key, valid = self._rows(m, j, _SCORE, "k")
-        dots = []
-        for h in range(nh):
-            # each multiplier's own operand registers (its A and B, placed beside it): the
-            # query is fixed during the pass, the key row is copied for each head
-            query = delay(m, j.query[h], 1, name=f"query{h}_", reset_less=True)
-            key_h = delay(m, key, 1, name=f"key{h}_", reset_less=True, keep=True)
-            products = [delay(m, query[i] * key_h[i], 2, name=f"qk{h}_{i}_", reset_less=True)
-                        for i in range(hd)]
-            # the tree's sum registered once more, beside the running maximum it updates
-            dots.append(delay(m, tree_sum_pipelined(m, products, name=f"score{h}"), 1,
-                              name=f"score{h}_", reset_less=True))
-            assert dots[-1].shape() == signed(score_bits(hd)), dots[-1].shape()
+        a DSP's M and P, then the registered adder tree (:func:`score_latency`). With several
+        rows a cycle, a row past the job's length scores below every real one, and each
+        head's largest of the cycle's rows is found by a tree of comparisons, a register a
+        level, before it meets the running maximum."""
+        hd, nh, nr = self._head_dim, self._heads, self._kv_rows
+        keys, valid, last = self._rows(m, j, _SCORE, "k")
+        at_tree = 3 + tree_latency(hd)  # the row taken -> its sums out of the adder tree
+        in_length = self._in_length(m, j, last, at_tree, "score")
+        floor = -(1 << (score_bits(hd) - 1))
+        dots = []  # [row][head]
+        for r in range(nr):
+            row = []
+            for h in range(nh):
+                # each multiplier's own operand registers (its A and B, placed beside it): the
+                # query is fixed during the pass, the key row is copied for each head
+                query = delay(m, j.query[h], 1, name=f"query{h}_{r}_", reset_less=True)
+                key_h = delay(m, keys[r], 1, name=f"key{h}_{r}_", reset_less=True, keep=True)
+                products = [delay(m, query[i] * key_h[i], 2, name=f"qk{h}_{r}_{i}_",
+                                  reset_less=True) for i in range(hd)]
+                # the tree's sum registered once more, beside the running maximum it updates
+                # (a row past the length: below every score)
+                total = tree_sum_pipelined(m, products, name=f"score{h}_{r}")
+                dot = Signal(signed(score_bits(hd)), name=f"score{h}_{r}_", reset_less=True)
+                m.d.sync += dot.eq(Mux(in_length[r], total, floor) if nr > 1 else total)
+                row.append(dot)
+            dots.append(row)
+        # each head's largest of the cycle's rows: a comparison and a register a level
+        best_of_rows = [self._max_tree(m, [dots[r][h] for r in range(nr)], f"score_max{h}")
+                        for h in range(nh)]
+        levels = max_levels(nr)
+        scores = [[delay(m, dots[r][h], levels, name=f"score{h}_{r}_d", reset_less=True)
+                   for h in range(nh)] for r in range(nr)]
         # rows enter only in this pass (``_rows``), so a valid score is one of its rows: the
         # maximum's enable is this register and the comparison, nothing else
-        valid = delay(m, valid, 4 + tree_latency(hd), name="score_valid")
+        valid = delay(m, valid, at_tree + 1 + levels, name="score_valid")
         with m.If(valid):
-            for h, dot in enumerate(dots):
-                m.d.comb += j.s_wr.data[h].eq(dot)
+            for r in range(nr):
+                for h in range(nh):
+                    m.d.comb += j.s_wr.data[r][h].eq(scores[r][h])
+            for h, dot in enumerate(best_of_rows):
                 with m.If(greater_split(dot, j.best[h], parts=4)):
                     m.d.sync += j.best[h].eq(dot)
             m.d.comb += j.s_wr.en.eq(1)
@@ -57,29 +77,75 @@ class AttentionPhases:
                 self._next_pass(m, j, _SCORE, _EXP)
                 m.d.sync += [j.total[h].eq(0) for h in range(nh)]
 
+    def _max_tree(self, m, values, name):
+        """The largest of ``values`` (signed, one width): a level of comparisons a cycle."""
+        level, depth = list(values), 0
+        while len(level) > 1:
+            depth += 1
+            nxt = []
+            for k in range(0, len(level), 2):
+                if k + 1 == len(level):
+                    pick = level[k]
+                else:
+                    a, b = level[k], level[k + 1]
+                    pick = Mux(greater_split(b, a, parts=4), b, a)
+                nxt.append(delay(m, pick, 1, name=f"{name}_l{depth}_{k}", reset_less=True))
+            level = nxt
+        return level[0]
+
+    def _in_length(self, m, j, last, cycles, name):
+        """Which of a cycle's rows lie within the job's length, ``cycles`` after the rows'
+        ``last`` flag (every row but the last cycle's tail): one flag a row."""
+        if self._kv_rows == 1:
+            return [Const(1, 1)]
+        last = delay(m, last, cycles, name=f"{name}_last")
+        return [~last | j.tail[r] for r in range(self._kv_rows)]
+
     def _exp(self, m, j) -> None:
         """Each score's exponential from the table, summed per head: the score read, less the
         maximum, requantized (:func:`requantize_pipelined`, saturated to 16 bits: any index
         beyond 255 reads entry 255 alike), negated, clamped to the table's index, the table
-        read, registered (:data:`EXP_LATENCY`)."""
+        read, registered (:data:`EXP_LATENCY`). With several rows a cycle, the rows past the
+        job's length are left out of the sum, and each head's exponentials of a cycle are
+        summed by a registered adder tree before they join its total
+        (:func:`exp_latency`)."""
+        nr = self._kv_rows
         issue = j.state[_EXP] & j.issuing
         self._issue(m, j, issue)
-        valid = delay(m, issue, EXP_LATENCY, name="exp_valid")
+        sum_latency = tree_latency(nr)
+        valid = delay(m, issue, EXP_LATENCY + sum_latency, name="exp_valid")
+        in_length = self._in_length(m, j, issue & j.issue_last, EXP_LATENCY, "exp")
         score = delay(m, j.s_rd.data, 1, name="exp_score", reset_less=True)
-        for h, e_rd in enumerate(j.e_rds):
-            diff = delay(m, score[h] - j.best[h], 1, name=f"exp_diff{h}", reset_less=True)
-            scaled = requantize_pipelined(m, diff, j.job.exp_mult, j.job.exp_shift,
-                                          Const(0, 2), widths=(16,), name=f"exp{h}")
-            neg = delay(m, -scaled, 1, name=f"exp_neg{h}", reset_less=True)
-            # the index registered before the table (a small table may become logic)
-            index = delay(m, Mux(neg[8:].any(), 255, neg[:8]), 1, name=f"exp_index{h}",
-                          reset_less=True)
-            m.d.comb += e_rd.addr.eq(index)
-            e = delay(m, e_rd.data, 1, name=f"exp_e{h}", reset_less=True)
+        es = [[None] * self._heads for _ in range(nr)]
+        for r in range(nr):
+            for h in range(self._heads):
+                e_rd = j.e_rds[r * self._heads + h]
+                diff = delay(m, score[r][h] - j.best[h], 1, name=f"exp_diff{h}_{r}_",
+                             reset_less=True)
+                scaled = requantize_pipelined(m, diff, j.job.exp_mult, j.job.exp_shift,
+                                              Const(0, 2), widths=(16,), name=f"exp{h}_{r}_")
+                neg = delay(m, -scaled, 1, name=f"exp_neg{h}_{r}_", reset_less=True)
+                # the index registered before the table (a small table may become logic)
+                index = delay(m, Mux(neg[8:].any(), 255, neg[:8]), 1,
+                              name=f"exp_index{h}_{r}_", reset_less=True)
+                m.d.comb += e_rd.addr.eq(index)
+                es[r][h] = delay(m, e_rd.data, 1, name=f"exp_e{h}_{r}_", reset_less=True)
+        for h in range(self._heads):
+            # the cycle's exponentials within the length, summed (registered once a tree
+            # stage); the table's values written as they are, a tree stage later
+            if nr == 1:
+                added = es[0][h]
+            else:
+                added = tree_sum_pipelined(
+                    m, [Mux(in_length[r], es[r][h], 0) for r in range(nr)],
+                    name=f"exp_sum{h}")
             with m.If(j.state[_EXP]):
-                m.d.comb += j.s_wr.data[h].eq(e)
+                for r in range(nr):
+                    m.d.comb += j.s_wr.data[r][h].eq(
+                        delay(m, es[r][h], sum_latency, name=f"exp_w{h}_{r}_",
+                              reset_less=True))
                 with m.If(valid):
-                    m.d.sync += j.total[h].eq(j.total[h] + e)
+                    m.d.sync += j.total[h].eq(j.total[h] + added)
         with m.If(j.state[_EXP] & valid):
             m.d.comb += j.s_wr.en.eq(1)
             self._wrote(m, j)
@@ -110,28 +176,50 @@ class AttentionPhases:
     def _accumulate(self, m, j) -> None:
         """The probability-weighted sum of the value rows: each row's probabilities
         ``(e * recip + 2**29) >> 30`` from three registered partial products, then
-        ``heads * head_dim`` registered MACs (:data:`ACCUMULATE_LATENCY`)."""
-        hd = self._head_dim
-        value, valid = self._rows(m, j, _ACCUMULATE, "v")
-        valid = j.state[_ACCUMULATE] & delay(m, valid, ACCUMULATE_LATENCY - 2,
+        ``heads * head_dim`` registered MACs a row (:data:`ACCUMULATE_LATENCY`). With several
+        rows a cycle, a row past the job's length enters as zeros, and each accumulator takes
+        the sum of the cycle's products from a registered adder tree
+        (:func:`accumulate_latency`)."""
+        hd, nr = self._head_dim, self._kv_rows
+        values, valid, last = self._rows(m, j, _ACCUMULATE, "v")
+        valid = j.state[_ACCUMULATE] & delay(m, valid, accumulate_latency(nr) - 2,
                                                      name="acc_valid")
+        in_length = self._in_length(m, j, last, 0, "acc")
         # the exponentials were read with the rows; stage 2: registered beside the multipliers
         e = delay(m, j.s_rd.data, 1, name="acc_e", reset_less=True)
-        value = delay(m, value, 5, name="acc_value", reset_less=True)
+        rows = []
+        for r in range(nr):
+            # a row past the length: zeros (its products add nothing)
+            first = Signal.like(values[r], name=f"acc_value{r}_", reset_less=True)
+            m.d.sync += first.eq(Mux(in_length[r], values[r], 0) if nr > 1 else values[r])
+            rows.append(delay(m, first, 4, name=f"acc_value{r}_d", reset_less=True))
+        probs = [[None] * self._heads for _ in range(nr)]
+        for r in range(nr):
+            for h in range(self._heads):
+                q = j.quotient[h]
+                # stages 3-4: the partial products (M, P); 5: two sums; 6: the probability
+                pp = [delay(m, e[r][h].as_unsigned()[:16] * q[lo:hi], 2,
+                            name=f"pp{h}_{r}_{lo}_", reset_less=True)
+                      for lo, hi in ((0, 17), (17, 34), (34, 47))]
+                low = delay(m, pp[0] + (pp[1] << 17), 1, name=f"pp_low{h}_{r}_",
+                            reset_less=True)
+                high = delay(m, Cat(Const(1 << 29, 34), pp[2]), 1, name=f"pp_high{h}_{r}_",
+                             reset_less=True)
+                probs[r][h] = delay(m, (low + high)[30:47], 1, name=f"prob{h}_{r}_",
+                                    reset_less=True)
         for h in range(self._heads):
-            q = j.quotient[h]
-            # stages 3-4: the partial products (M, P); 5: two sums; 6: the probability
-            pp = [delay(m, e[h].as_unsigned()[:16] * q[lo:hi], 2, name=f"pp{h}_{lo}_",
-                        reset_less=True) for lo, hi in ((0, 17), (17, 34), (34, 47))]
-            low = delay(m, pp[0] + (pp[1] << 17), 1, name=f"pp_low{h}", reset_less=True)
-            high = delay(m, Cat(Const(1 << 29, 34), pp[2]), 1, name=f"pp_high{h}",
-                         reset_less=True)
-            prob = delay(m, (low + high)[30:47], 1, name=f"prob{h}", reset_less=True)
             for i in range(hd):
-                # 7: the probability copied beside each MAC (its A register: one register
-                # driving every lane is a long route); 8-9: the product (M, P); then the sum
-                prob_i = delay(m, prob, 1, name=f"prob{h}_{i}_", reset_less=True, keep=True)
-                term = delay(m, prob_i * value[i], 2, name=f"pv{h}_{i}_", reset_less=True)
+                terms = []
+                for r in range(nr):
+                    # 7: the probability copied beside each MAC (its A register: one register
+                    # driving every lane is a long route); 8-9: the product (M, P)
+                    prob_i = delay(m, probs[r][h], 1, name=f"prob{h}_{r}_{i}_",
+                                   reset_less=True, keep=True)
+                    terms.append(delay(m, prob_i * rows[r][i], 2, name=f"pv{h}_{r}_{i}_",
+                                       reset_less=True))
+                # the cycle's products summed (a registered tree), then the accumulator
+                term = terms[0] if nr == 1 else \
+                    tree_sum_pipelined(m, terms, name=f"pv_sum{h}_{i}")
                 with m.If(valid):
                     m.d.sync += j.acc[h * hd + i].eq(j.acc[h * hd + i] + term)
         with m.If(valid):
@@ -168,11 +256,17 @@ def _goto(j, source: int, target: int) -> list:
     return [j.state[source].eq(0), j.state[target].eq(1)]
 
 
-def score_latency(head_dim: int) -> int:
+def max_levels(kv_rows: int) -> int:
+    """Levels of the comparison tree over a cycle's ``kv_rows`` scores (a register each)."""
+    return (kv_rows - 1).bit_length()
+
+
+def score_latency(head_dim: int, kv_rows: int = 1) -> int:
     """Cycles from a key row taken to its scores written: the row registered twice and once
     more beside each head's multipliers, the products' M and P, the adder tree's stages and
-    the sum's register beside the maximum."""
-    return 6 + tree_latency(head_dim)
+    the sum's register beside the maximum; with several rows a cycle, a level of comparisons
+    a register (:func:`max_levels`)."""
+    return 6 + tree_latency(head_dim) + max_levels(kv_rows)
 
 
 DIVIDE_CYCLES = 47
@@ -181,12 +275,27 @@ ACCUMULATE_LATENCY = 2 + 4 + 1 + 2  # row taken -> its products added to the acc
 EMIT_LATENCY = 1 + REQUANT_LATENCY  # a beat issued -> on ``out``
 
 
+def exp_latency(kv_rows: int = 1) -> int:
+    """Cycles from a score read issued to its exponential written and summed: the table's
+    :data:`EXP_LATENCY`, then the adder tree over the cycle's rows."""
+    return EXP_LATENCY + tree_latency(kv_rows)
+
+
+def accumulate_latency(kv_rows: int = 1) -> int:
+    """Cycles from a value row taken to its products in the accumulators:
+    :data:`ACCUMULATE_LATENCY`, then the adder tree over the cycle's rows."""
+    return ACCUMULATE_LATENCY + tree_latency(kv_rows)
+
+
 def score_bits(head_dim: int) -> int:
     """Bits of a score: a sum of ``head_dim`` int8 x int8 products, a bit per adder level."""
     return 16 + (head_dim - 1).bit_length()
 
 
-def job_cycles(*, head_dim: int, heads: int, width: int, length: int) -> int:
-    """Cycles of a job from its last query beat to its last output without stalls."""
-    return (3 * length + score_latency(head_dim) + EXP_LATENCY + DIVIDE_CYCLES
-            + ACCUMULATE_LATENCY + heads * head_dim // width + EMIT_LATENCY)
+def job_cycles(*, head_dim: int, heads: int, width: int, length: int, kv_rows: int = 1) -> int:
+    """Cycles of a job from its last query beat to its last output without stalls: each of the
+    three passes takes ``ceil(length / kv_rows)`` cycles of rows."""
+    groups = -(-length // kv_rows)
+    return (3 * groups + score_latency(head_dim, kv_rows) + exp_latency(kv_rows)
+            + DIVIDE_CYCLES + accumulate_latency(kv_rows) + heads * head_dim // width
+            + EMIT_LATENCY)

@@ -144,7 +144,7 @@ class DecoderCore(wiring.Component):
                                      "count": range(largest + 1)})
         kv_ports = kv_memory_ports(
             head_dim=c.head_dim, rows=len(model.layers) * c.kv_heads * c.max_context,
-            max_context=c.max_context) if params.external_kv else {}
+            max_context=c.max_context, kv_rows=params.kv_rows) if params.external_kv else {}
         token = {"token": range(c.vocab), "pos": range(c.max_context), "keep": 1}
         if params.ingest_batch > 1:  # a batch: its tokens at pos, pos + 1, ...
             token = {"tokens": data.ArrayLayout(range(c.vocab), params.ingest_batch),
@@ -200,7 +200,8 @@ class DecoderCore(wiring.Component):
         return Attention(head_dim=c.head_dim, kv_heads=c.kv_heads,
                          layers=len(self._model.layers),
                          max_context=c.max_context, heads=self._params.heads_parallel,
-                         external_kv=self._params.external_kv, width=self._params.vector_width)
+                         external_kv=self._params.external_kv, width=self._params.vector_width,
+                         kv_rows=self._params.kv_rows)
 
     def elaborate(self, platform):
         m = Module()

@@ -47,6 +47,11 @@ class DecoderParams:
         ``param_width``; it must divide every matrix's rows (:meth:`check_model`).
     external_kv : bool
         Keep the KV cache in memory behind the attention unit's KV ports instead of on chip.
+    kv_rows : int
+        Key and value rows the attention unit takes a cycle in its score and weighted-sum
+        passes (and exponentials it computes a cycle): a power of two that divides the model's
+        context (:meth:`check_model`). With ``external_kv`` a KV read beat carries that many
+        rows (``kv_rows * head_dim`` bytes).
     ingest_batch : int
         Most tokens a pass of the weights takes (a batched ingest), a power of two: the
         matrix-vector unit meets each weight beat with that many vectors, the scratchpad has a
@@ -67,6 +72,7 @@ class DecoderParams:
     rows_per_beat: int = 1
     external_kv: bool = False
     ingest_batch: int = 1
+    kv_rows: int = 1
     delimiters: tuple[int, ...] = ()
     eos: int = 0
 
@@ -88,6 +94,7 @@ class DecoderParams:
         checks.power_of_two("rows_per_beat", self.rows_per_beat, divides=(g, "param_width"))
         checks.power_of_two("ingest_batch", self.ingest_batch,  # SwiGLU's lanes
                             high=MULTIPLE_LIMIT)
+        checks.power_of_two("kv_rows", self.kv_rows, high=MULTIPLE_LIMIT)
         if self.external_kv not in (False, True):  # 0 and 1 too
             raise ValueError(f"external_kv must be a bool, not {self.external_kv!r}")
         object.__setattr__(self, "external_kv", bool(self.external_kv))
@@ -125,6 +132,9 @@ class DecoderParams:
         if group % self.heads_parallel:
             raise ValueError(f"heads_parallel ({self.heads_parallel}) must divide the query "
                              f"heads per KV head ({group})")
+        if config.max_context % self.kv_rows:
+            raise ValueError(f"kv_rows ({self.kv_rows}) must divide the model's context "
+                             f"({config.max_context})")
         v = self.vector_width
         if config.ffn % v or (config.head_dim // 2) % v:
             raise ValueError(f"vector_width ({v}) must divide the FFN size ({config.ffn}) and "

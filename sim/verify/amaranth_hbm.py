@@ -13,16 +13,19 @@ from heteroreason.model import checks
 __all__ = ["hbm_processes", "kv_memory_processes"]
 
 
-def _server(req, resp, fill, *, rng: random.Random, stall: float, latency: int):
-    """A process taking requests on ``req`` every cycle and answering each address in order on
-    ``resp`` (``fill`` sets the payload of an address)."""
+def _server(req, resp, fill, *, rng: random.Random, stall: float, latency: int,
+            per_beat: int = 1):
+    """A process taking requests on ``req`` every cycle and answering each in order on ``resp``,
+    a beat each ``per_beat`` addresses from the request's (``fill`` sets the payload of a beat
+    from its first address and the request's end)."""
     async def process(ctx):
-        queue: deque[tuple[int, int]] = deque()  # (cycle the beat may leave, address)
+        # (cycle the beat may leave, its first address, the request's end)
+        queue: deque[tuple[int, int, int]] = deque()
         cycle = 0
         while True:
             ctx.set(req.ready, 1)
             if queue and queue[0][0] <= cycle and rng.random() >= stall:
-                fill(ctx, resp, queue[0][1])
+                fill(ctx, resp, *queue[0][1:])
                 ctx.set(resp.valid, 1)
             else:
                 ctx.set(resp.valid, 0)
@@ -32,7 +35,8 @@ def _server(req, resp, fill, *, rng: random.Random, stall: float, latency: int):
             if dv and dr:
                 queue.popleft()
             if rv:
-                queue.extend((cycle + latency, a) for a in range(addr, addr + count))
+                queue.extend((cycle + latency, a, addr + count)
+                             for a in range(addr, addr + count, per_beat))
     return process
 
 
@@ -45,10 +49,10 @@ def hbm_processes(ports, schedule, *, rng: random.Random, stall: float = 0.0,
     checks.integer("latency", latency, low=0)
     image = schedule.stream_image(schedule.beat_bytes if stream_bytes is None else stream_bytes)
 
-    def weights(ctx, resp, addr):
+    def weights(ctx, resp, addr, _end):
         ctx.set(resp.payload, [int(v) for v in image[addr]])
 
-    def params(ctx, resp, addr):
+    def params(ctx, resp, addr, _end):
         beat = schedule.param_image[addr]
         entries = [resp.payload] if schedule.param_width == 1 else \
             [resp.payload[k] for k in range(schedule.param_width)]
@@ -61,10 +65,13 @@ def hbm_processes(ports, schedule, *, rng: random.Random, stall: float = 0.0,
             _server(ports.preq, ports.pdata, params, rng=rng, stall=stall, latency=latency))
 
 
-def kv_memory_processes(ports, *, rng: random.Random, stall: float = 0.0, latency: int = 0):
+def kv_memory_processes(ports, *, rng: random.Random, stall: float = 0.0, latency: int = 0,
+                        kv_rows: int = 1):
     """Simulator processes of an external KV cache: ``kv_store`` beats write rows (K and V at
     one address); requests on ``k_req``/``v_req`` read rows back on ``k_rows``/``v_rows``, in
-    order, like :func:`hbm_processes`. Returns the processes and the dict of stored rows."""
+    order, ``kv_rows`` a beat, like :func:`hbm_processes`; a beat's rows past the request's
+    count are random bytes (the unit must ignore them). Returns the processes and the dict of
+    stored rows."""
     if not 0.0 <= stall < 1.0:
         raise ValueError(f"stall must be in [0, 1), not {stall!r}")
     rows: dict[int, tuple[list[int], list[int]]] = {}
@@ -78,14 +85,20 @@ def kv_memory_processes(ports, *, rng: random.Random, stall: float = 0.0, latenc
                 rows[addr] = ([int(x) for x in k], [int(x) for x in v])
 
     def reader(which):
-        def fill(ctx, resp, addr):
-            if addr not in rows:
-                raise AssertionError(f"{which} row {addr} read before it was written")
-            ctx.set(resp.payload, rows[addr][which == "v"])
+        def fill(ctx, resp, addr, end):
+            beat = []
+            for a in range(addr, addr + kv_rows):
+                if a >= end:  # past the request: whatever the memory holds
+                    beat.append([rng.randrange(-128, 128) for _ in range(len(resp.payload[0]))])
+                    continue
+                if a not in rows:
+                    raise AssertionError(f"{which} row {a} read before it was written")
+                beat.append(rows[a][which == "v"])
+            ctx.set(resp.payload, beat)
         return fill
 
     return (store,
             _server(ports.k_req, ports.k_rows, reader("k"), rng=rng, stall=stall,
-                    latency=latency),
+                    latency=latency, per_beat=kv_rows),
             _server(ports.v_req, ports.v_rows, reader("v"), rng=rng, stall=stall,
-                    latency=latency)), rows
+                    latency=latency, per_beat=kv_rows)), rows

@@ -48,6 +48,10 @@ class Stimulus:
     port_fifo_depth
         With ``weight_ports``: the slices each port may deliver ahead of the slowest (its FIFO
         in front of the beat's assembly).
+    shared_ports
+        With ``weight_ports``: the parameters and an external KV cache's key and value rows
+        time-shared on the weights' ports (:class:`~heteroreason.sim.verify.tb.hbm_channels.
+        SharedPorts`, the memory plan's ``shared`` plan).
     shared_kv_ports
         An external KV cache's key and value rows on one set of ports, served in request order
         (:class:`~heteroreason.sim.verify.tb.hbm_channels.SharedRows`, as
@@ -71,6 +75,7 @@ class Stimulus:
     weight_ports: tuple[tuple[int, float], ...] = ()
     port_fifo_depth: int = 8
     shared_kv_ports: bool = True
+    shared_ports: bool = False
     scenario: Mapping | None = None
     cosim: Mapping | None = None
     script: str | None = None
@@ -85,6 +90,9 @@ class Stimulus:
             value = getattr(self, name)
             checks.number(f"stimulus {name}", value, low=0, high=1, high_open=True)
         checks.flag("stimulus shared_kv_ports", self.shared_kv_ports)
+        checks.flag("stimulus shared_ports", self.shared_ports)
+        if self.shared_ports and not self.weight_ports:
+            raise ValueError("stimulus shared_ports needs weight_ports (the ports to share)")
         ports = tuple(tuple(p) for p in self.weight_ports)
         for port in ports:
             if len(port) != 2 or isinstance(port[0], bool) or not isinstance(port[0], int) or \

@@ -104,6 +104,10 @@ def test_a_trace_generation_that_fails_leaves_nothing(tmp_path):
     (["bench", "fleet", "--slo", "inf"], "argument --slo: inf must be a finite number > 0"),
     (["export", "--top", "decoder_core", "--weight-buffer", "99999999999"],
      "parameter 'weight_buffer' of top 'decoder_core' must be at most 1,048,576"),
+    (["export", "--top", "decoder_core", "--param", "kv_rows=1024"],
+     "top 'decoder_core': kv_rows must be a power of two <= 64, not 1024"),
+    (["export", "--top", "attention", "--param", "kv_rows=32"],
+     "top 'attention': kv_rows (32) must divide max_context (48)"),
 ])
 def test_sizes_are_refused_before_any_work(tmp_path, args, message):
     """Each of these hung, ran out of memory or escaped as a traceback."""

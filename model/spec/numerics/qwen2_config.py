@@ -156,7 +156,7 @@ PRESETS: dict[str, Qwen2Config] = {c.name: c for c in (
                 max_context=1024),
     # one Qwen2.5-0.5B layer at full dimensions behind a small vocabulary: the RTL's full-size
     # layer tests and benchmarks
-    Qwen2Config("test-0.5b-layer", 896, 1, 14, 2, 64, 4864, 1024, True, max_context=1024),
+    Qwen2Config("test-0.5b-layer", 896, 1, 14, 2, 64, 4864, 1024, True, max_context=4096),
     # as many layers as the 0.5B and more, at test-tiny's width: sequencing
     Qwen2Config("test-deep", 64, 26, 4, 2, 16, 128, 300, True, rope_theta=10000.0,
                 max_context=128),

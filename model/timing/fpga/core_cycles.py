@@ -16,6 +16,15 @@ rows_per_beat // stream_bytes`` stream beats a cycle (a beat of ``rows_per_beat`
 buffer has them, and waits on the stream when it does not. So the model is stream-bound or
 compute-bound exactly where the RTL is.
 
+With ``shared_ports`` (the memory plan's time-shared ports, :func:`~heteroreason.model.timing.
+fpga.hbm.plan_memory`) the parameters and the KV cache's rows and writes travel on the weight
+stream's ports: a matrix-vector operator's row parameters are read with its weights, as if
+interleaved into them (more stream beats to wait for); the other operators' bytes (a norm's
+gains, the SiLU table, the KV rows an attention reads and the KV write stores) are a debt the
+stream pays, in stream beats, before it delivers weights again, out of time the ports would
+otherwise spend on weights (free while the weight buffer is full: the ports would idle). The
+testbench's :class:`~heteroreason.sim.verify.tb.hbm_channels.SharedPorts` serves the RTL so.
+
 All times are cycles; :meth:`CoreTiming.token_cycles` is the entry point for the core as
 built, and :func:`cycles_to_ms` turns cycles into milliseconds at a clock.
 
@@ -32,7 +41,8 @@ from dataclasses import dataclass, fields, replace
 from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
 from heteroreason.rtl.decoder.attention import job_cycles as attention_job_cycles
-from heteroreason.rtl.decoder.core import BUFFER_OUTPUT_LATENCY, TOKEN_START_LATENCY
+from heteroreason.rtl.decoder.core import BUFFER_OUTPUT_LATENCY, PARAM_LAYOUT, TOKEN_START_LATENCY
+from heteroreason.rtl.decoder.decode_schedule import entries_per_param_beat
 from heteroreason.rtl.decoder.mvu import result_latency
 from heteroreason.rtl.decoder.operators import Operator, Sink, Unit, token_operators
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -87,6 +97,7 @@ class CoreTiming:
     memory_latency_cycles: int = 0
     overheads: Overheads = OVERHEADS
     stream_beats_per_cycle: float = 1.0  # what the memory sustains (:mod:`.hbm`), in (0, 1]
+    shared_ports: bool = False  # parameters and KV rows on the weights' ports (:mod:`.hbm`)
 
     def __post_init__(self):
         if not isinstance(self.params, DecoderParams):
@@ -96,6 +107,8 @@ class CoreTiming:
         checks.integer("memory_latency_cycles", latency, low=0)
         rate = self.stream_beats_per_cycle
         checks.number("stream_beats_per_cycle", rate, low=0, high=1, low_open=True)
+        if not isinstance(self.shared_ports, bool):
+            raise ValueError(f"shared_ports must be a bool, not {self.shared_ports!r}")
 
     def operators(self, position: int, *, keep_logits: bool = True) -> list[tuple]:
         """``(name, compute cycles, matrix-vector beats)`` of one token at ``position``, in the
@@ -140,13 +153,48 @@ class CoreTiming:
             # each job: its queries gathered and sent, then the unit's passes
             cycles = jobs * (READ_LATENCY + p.heads_parallel * (hd // v + 1) + o.attention_job
                              + attention_job_cycles(head_dim=hd, heads=p.heads_parallel,
-                                                    width=v, length=position + 1))
+                                                    width=v, length=position + 1,
+                                                    kv_rows=p.kv_rows))
             if p.external_kv:
                 cycles += jobs * self.memory_latency_cycles
             return cycles, 0
         if op.unit is Unit.SILU_TABLE:
             return 256 + o.silu_table, 0
         raise AssertionError(f"no cycle formula for unit {op.unit}")  # pragma: no cover
+
+    def borrowed_bytes(self, position: int, *, keep_logits: bool = True) -> list[int]:
+        """The bytes each operator of a token at ``position`` moves on the memory's ports
+        besides its weights (:meth:`operators`' order): its parameter beats' entries (the
+        core's parameter layout, the entries a beat uses: a norm's gains ``param_width`` a
+        beat, a matrix-vector operator's row parameters ``rows_per_beat`` a beat, the SiLU
+        table an entry a beat, the embedding row's parameter; a time-shared image stores only
+        those, the port's width converter fills the beat), the K and V rows the KV write
+        stores, and with the KV cache in memory the rows each attention job reads (K and V,
+        whole beats of ``kv_rows``)."""
+        c, p = self.config, self.params
+        checks.integer("position", position, low=0, high=c.max_context - 1,
+                       note="the model's context")
+        out = []
+        for _, op in token_operators(c.layers, keep_logits=keep_logits):
+            per_beat = entries_per_param_beat(op.unit, p.param_width, p.rows_per_beat)
+            beat = -(-per_beat * PARAM_LAYOUT.size // 8)
+            if op.unit is Unit.MATVEC:
+                moved = getattr(c, op.rows) // per_beat * beat
+            elif op.unit is Unit.NORM:
+                moved = c.hidden // per_beat * beat
+            elif op.unit is Unit.SILU_TABLE:
+                moved = 256 * beat
+            elif op.unit is Unit.EMBED:
+                moved = beat
+            elif op.unit is Unit.KV_WRITE and p.external_kv:
+                moved = 2 * c.kv_heads * c.head_dim
+            elif op.unit is Unit.ATTENTION and p.external_kv:
+                rows = -(-(position + 1) // p.kv_rows) * p.kv_rows
+                moved = c.heads // p.heads_parallel * 2 * rows * c.head_dim
+            else:
+                moved = 0
+            out.append(moved)
+        return out
 
     @property
     def embed_row_beats(self) -> int:
@@ -201,7 +249,14 @@ class CoreTiming:
         p, o = self.params, self.overheads
         r = p.ratio
         cap = p.weight_buffer * r  # stream beats the buffer holds
-        total = self.weight_stream_beats(keep_logits=keep_logits, batch=batch)
+        borrowed = self._borrowed_beats(position, keep_logits=keep_logits, batch=batch)
+        units = [op.unit for _, op in token_operators(self.config.layers,
+                                                      keep_logits=keep_logits)]
+        # a matrix-vector operator's parameters come with its weights (stream beats of it)
+        with_weights = [b if unit is Unit.MATVEC else 0.0
+                        for b, unit in zip(borrowed, units, strict=True)]
+        total = self.weight_stream_beats(keep_logits=keep_logits, batch=batch) + \
+            sum(with_weights)
         # the first stream beat, through the gearbox and the buffer's output register
         first = self.memory_latency_cycles + r + BUFFER_OUTPUT_LATENCY + o.first_beat
         # the matrix-vector unit's pipeline: its last result leaves this long after the last
@@ -209,13 +264,17 @@ class CoreTiming:
         drain = result_latency(p.lanes, vectors=p.ingest_batch) - 1
         t = float(TOKEN_START_LATENCY)  # the first operator starts a cycle after the token
         delivered = consumed = 0.0  # stream beats
+        debt = 0.0  # stream beats of the ports' time the other streams take first
 
         rate = self.stream_beats_per_cycle
 
         def stream(until: float) -> None:
-            nonlocal delivered
+            nonlocal delivered, debt
             active = max(0.0, until - max(t, first))
-            delivered = min(delivered + rate * active, consumed + cap, total)
+            supply = rate * active
+            paid = min(debt, supply)
+            debt -= paid
+            delivered = min(delivered + supply - paid, consumed + cap, total)
 
         sinks = [op.sink for _, op in token_operators(self.config.layers,
                                                       keep_logits=keep_logits)]
@@ -225,6 +284,7 @@ class CoreTiming:
             if index:  # the operator before leaves a cycle after its last handshake
                 stream(t + LEAVE_LATENCY)
                 t += LEAVE_LATENCY
+            debt += borrowed[index] - with_weights[index]
             if name == "embed":  # its rows are the stream's first data
                 rows = batch * self.embed_row_beats * r
                 start = max(t, first + rows)
@@ -238,11 +298,11 @@ class CoreTiming:
             t += compute
             if not mv_beats:
                 continue
-            need = mv_beats * r
+            need = mv_beats * r + with_weights[index]
             if t < first:  # nothing has arrived yet
                 stream(first)
                 t = first
-            duration = max(float(mv_beats), (need - (delivered - consumed)) / rate) + \
+            duration = max(float(mv_beats), (need + debt - (delivered - consumed)) / rate) + \
                 o.matvec + drain
             if sink is Sink.SWIGLU:  # the operator ends with the SwiGLU unit's last result
                 duration += SWIGLU_LATENCY
@@ -255,6 +315,23 @@ class CoreTiming:
         sample = LOGIT_LATENCY + sampler_latency(p.rows_per_beat) if keep_logits \
             else LEAVE_LATENCY
         return t + sample + o.tail
+
+    def _borrowed_beats(self, position: int, *, keep_logits: bool, batch: int) -> list[float]:
+        """:meth:`borrowed_bytes` of a pass of ``batch`` tokens in stream beats (the parameters
+        once a pass, the KV rows each token's): zeros unless ``shared_ports``."""
+        ops = len(token_operators(self.config.layers, keep_logits=keep_logits))
+        if not self.shared_ports:
+            return [0.0] * ops
+        first = self.borrowed_bytes(position, keep_logits=keep_logits)
+        units = [op.unit for _, op in token_operators(self.config.layers,
+                                                      keep_logits=keep_logits)]
+        moved = list(first)
+        for b in range(1, batch):
+            later = self.borrowed_bytes(position + b, keep_logits=keep_logits)
+            for index, unit in enumerate(units):
+                if unit in (Unit.KV_WRITE, Unit.ATTENTION):
+                    moved[index] += later[index]
+        return [m / self.params.stream_bytes for m in moved]
 
     def with_overheads(self, overheads: Overheads) -> CoreTiming:
         return replace(self, overheads=overheads)

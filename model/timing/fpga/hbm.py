@@ -57,7 +57,10 @@ class HbmSpec:
     """A board's HBM: ``pseudo_channels`` of ``channel_bytes_per_s`` each (theoretical),
     ``efficiency`` of it achievable by a streaming read, reached through ``ports_per_channel``
     AXI ports per pseudo-channel of the widths ``port_bits`` (the first is the native width: a
-    wider port crosses into the memory's clock)."""
+    wider port crosses into the memory's clock). With ``port_clock_hz`` the ports run in a clock
+    domain of their own at that rate (the NoC side of a Versal's HBM master units), whatever the
+    kernel's clock: the kernel reaches them through an asynchronous FIFO a port
+    (``port_clock_source`` says where the clock and what the crossing costs come from)."""
 
     name: str
     pseudo_channels: int
@@ -69,6 +72,8 @@ class HbmSpec:
     capacity_bytes: float
     source: str
     efficiency_source: str
+    port_clock_hz: float | None = None
+    port_clock_source: str = ""
 
     def __post_init__(self):
         for key in ("pseudo_channels", "ports_per_channel"):
@@ -78,6 +83,9 @@ class HbmSpec:
                 and self.read_latency_s >= 0 and self.capacity_bytes > 0):
             raise HbmError(f"{self.name}: channel_bytes_per_s and capacity_bytes must be "
                            f"positive, efficiency in (0, 1], read_latency_s >= 0")
+        if self.port_clock_hz is not None and not self.port_clock_hz > 0:
+            raise HbmError(f"{self.name}: port_clock_hz must be positive, not "
+                           f"{self.port_clock_hz!r}")
         if not self.port_bits or any(isinstance(w, bool) or not isinstance(w, int) or w <= 0
                                      or w % 8 for w in self.port_bits):
             raise HbmError(f"{self.name}: port_bits must be positive multiples of 8, "
@@ -102,11 +110,14 @@ class HbmSpec:
         return self.peak_bytes_per_s * self.efficiency
 
     def port_bytes_per_s(self, port_bits: int, clock_hz: float) -> float:
-        """What one port sustains: its width at the kernel clock, at most its share of its
-        pseudo-channel's achievable bandwidth."""
+        """What one port sustains: its width at its clock (the kernel's ``clock_hz``, or the
+        ports' own ``port_clock_hz``), at most its share of its pseudo-channel's achievable
+        bandwidth."""
         if port_bits not in self.port_bits:
             raise HbmError(f"{self.name}: port width {port_bits!r} bits is not offered; the "
                            f"widths are {', '.join(map(str, self.port_bits))}")
+        if self.port_clock_hz is not None:
+            clock_hz = self.port_clock_hz
         return min(port_bits / 8 * clock_hz,
                    self.channel_bytes_per_s * self.efficiency / self.ports_per_channel)
 
@@ -117,8 +128,12 @@ class HbmSpec:
 # GB/s measured by public streaming benchmarks of the U280 (the figure issue 14 quotes), i.e.
 # 0.92 of the theoretical. The V80's: its data sheet's 32 GB of HBM2e at 819 GB/s, i.e. 32
 # pseudo-channels of 25.6 GB/s (64 bits at 3.2 Gb/s a pin), reached through the NoC's HBM
-# master units, two per pseudo-channel, 256 or 512 bits wide (PG313); no measured efficiency
-# was found, so the U280's is assumed.
+# master units (HBM_NMU), 32 a stack (two a pseudo-channel), 32 to 256 bits wide (PG313 "AXI
+# Considerations": 512 not supported), on the NoC side of an asynchronous crossing at up to
+# 500 MHz at speed grade -2 (DS960 Table 1); at 400 MHz, 256 bits move 12.8 GB/s, more than a
+# port's 11.8 GB/s share of its pseudo-channel, so 400 MHz saturates the HBM (the figure
+# issue 41 reads in PG313). The HBM is on the top horizontal NoC in SLR2. No measured
+# efficiency was found, so the U280's is assumed.
 U280_HBM = HbmSpec(
     "u280-hbm2", 32, 14.375e9, 425e9 / 460e9, 1, (256, 512), 300e-9, 8 * 2**30,
     "AMD UG1393 (HBM Configuration and Use): 32 pseudo-channels x 14.375 GB/s = 460 GB/s; "
@@ -127,11 +142,18 @@ U280_HBM = HbmSpec(
     "about 425 GB/s of 460 measured by public streaming benchmarks (as quoted in issue 14); "
     "read latency 300 ns assumed (the order of published HBM2 latencies on Alveo cards)")
 V80_HBM = HbmSpec(
-    "v80-hbm2e", 32, 819e9 / 32, 425e9 / 460e9, 2, (256, 512), 300e-9, 32 * 2**30,
-    "Alveo V80 data sheet: HBM2e 32 GB, 819 GB/s (32 pseudo-channels x 25.6 GB/s); PG313: "
-    "HBM NoC master units, two per pseudo-channel (assumed), 256 or 512 bits",
+    "v80-hbm2e", 32, 819e9 / 32, 425e9 / 460e9, 2, (256,), 300e-9, 32 * 2**30,
+    "Alveo V80 data sheet: HBM2e 32 GB, 819 GB/s (32 pseudo-channels x 25.6 GB/s); PG313 "
+    "(AXI Considerations): HBM NoC master units 32 to 256 bits wide, 32 a stack (two a "
+    "pseudo-channel), reached through the top horizontal NoC in SLR2",
     "assumed equal to the U280's measured 0.92 (no published V80 streaming measurement found); "
-    "read latency 300 ns assumed")
+    "read latency 300 ns assumed",
+    port_clock_hz=400e6,
+    port_clock_source="the NoC side of the HBM master units at 400 MHz (DS960 Table 1: up to "
+                      "500 MHz at -2; 400 MHz saturates the HBM, issue 41 reading PG313); the "
+                      "crossing costs an asynchronous FIFO a port (estimated, not synthesized: "
+                      "256 bits x 32 deep in LUT RAM, about 300 LUTs and 600 flip-flops a port) "
+                      "and its latency, a few cycles, in the read latency's 300 ns")
 HBM_SPECS = {s.name: s for s in (U280_HBM, V80_HBM)}
 
 
@@ -149,9 +171,16 @@ class PortPlan:
     beats_per_cycle: float
     clock_crossing: bool
     bytes_per_s: float  # sustained
+    shared: bool = False  # on the weight stream's ports, their bandwidth borrowed
+    port_clock_hz: float | None = None  # the ports' own clock (None: the kernel's)
 
     def describe(self) -> str:
+        if self.shared:
+            return (f"{self.stream}: {self.beat_bytes} B/beat time-shared on the weights' "
+                    f"ports (their bandwidth taken first while it flows)")
         crossing = ", width converter + clock crossing" if self.clock_crossing else ""
+        if self.port_clock_hz is not None:
+            crossing = f", asynchronous crossing to a {self.port_clock_hz / 1e6:g} MHz port clock"
         if self.slice_bytes * 8 > self.port_bits:
             crossing += f", each slice over {-(-self.slice_bytes * 8 // self.port_bits)} port beats"
         plural = "s" if self.ports > 1 else ""
@@ -179,8 +208,9 @@ def plan_stream(hbm: HbmSpec, stream: str, beat_bytes: int, clock_hz: float,
         for ports in range(1, min(max_ports, beat_bytes) + 1):
             largest = slice_bytes(beat_bytes, ports)[0]
             rate = min(1.0, hbm.port_bytes_per_s(width, clock_hz) / (largest * clock_hz))
-            plan = PortPlan(stream, beat_bytes, ports, width, largest, rate,
-                            width != hbm.native_port_bits, rate * beat_bytes * clock_hz)
+            crossing = width != hbm.native_port_bits or hbm.port_clock_hz is not None
+            plan = PortPlan(stream, beat_bytes, ports, width, largest, rate, crossing,
+                            rate * beat_bytes * clock_hz, port_clock_hz=hbm.port_clock_hz)
             if rate >= 1.0:
                 full.append(plan)
                 break
@@ -195,11 +225,14 @@ def plan_stream(hbm: HbmSpec, stream: str, beat_bytes: int, clock_hz: float,
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Every stream's ports at a kernel clock; the weights take the ports the others leave."""
+    """Every stream's ports at a kernel clock: the weights take the ports the others leave
+    (``shared`` false), or every port, the parameters and the key and value rows time-shared
+    on them (``shared``)."""
 
     hbm: HbmSpec
     clock_hz: float
     streams: tuple[PortPlan, ...]
+    shared: bool = False
 
     def stream(self, name: str) -> PortPlan:
         for s in self.streams:
@@ -214,7 +247,7 @@ class MemoryPlan:
 
     @property
     def ports_used(self) -> int:
-        return sum(s.ports for s in self.streams)
+        return sum(s.ports for s in self.streams if not s.shared)
 
     def describe(self) -> str:
         return "; ".join(s.describe() for s in self.streams) + \
@@ -235,24 +268,54 @@ def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int,
         plan = plan_stream(hbm, name, beat, clock_hz, left, fewest_ports=True)
         if plan.beats_per_cycle < 1.0:
             raise HbmError(f"{name}: {hbm.name} cannot sustain its {beat}-byte beat a cycle at "
-                           f"{clock_hz / 1e6:g} MHz on {left} port(s)")
+                           f"{clock_hz / 1e6:g} MHz on {left} port(s): it needs "
+                           f"{beat * clock_hz / 1e9:.1f} GB/s, they carry at most "
+                           f"{plan.bytes_per_s / 1e9:.1f} GB/s")
         streams.append(plan)
         left -= plan.ports
     return streams
 
 
 def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_bytes: int = 0,
-                param_width: int = 1) -> MemoryPlan:
+                param_width: int = 1, shared: bool = False) -> MemoryPlan:
     """The ports of the parameter stream (``param_width`` entries a beat), the key and value
     rows (one stream of ``kv_row_bytes`` a beat, 0: the KV cache is on chip) and the weight stream
-    (``stream_bytes`` a beat) at ``clock_hz``. The narrow streams must sustain a beat a cycle,
-    each on the fewest ports that can;
-    the weights take what ports are left (the fewest that sustain a beat a cycle, or the best
-    split of them all)."""
-    streams = _narrow_streams(hbm, clock_hz, kv_row_bytes, param_width)
-    left = hbm.ports - sum(s.ports for s in streams)
-    streams.append(plan_stream(hbm, "weights", stream_bytes, clock_hz, left))
-    return MemoryPlan(hbm, clock_hz, tuple(streams))
+    (``stream_bytes`` a beat) at ``clock_hz``.
+
+    Dedicated (``shared`` false): the narrow streams must sustain a beat a cycle, each on the
+    fewest ports that can; the weights take what ports are left (the fewest that sustain a beat
+    a cycle, or the best split of them all).
+
+    Time-shared (``shared``): the weights are split over every port, and the parameter beats
+    and the key and value rows are read on the same ports, in the weights' address space, ahead
+    of the weights whenever they are wanted (a pass's parameters as its operator starts, the
+    rows as the attention asks for them): they cost the weights the bytes they move, and
+    nothing while they do not flow. The narrow streams must still reach a beat a cycle on all
+    the ports together."""
+    if not shared:
+        streams = _narrow_streams(hbm, clock_hz, kv_row_bytes, param_width)
+        left = hbm.ports - sum(s.ports for s in streams)
+        streams.append(plan_stream(hbm, "weights", stream_bytes, clock_hz, left))
+        return MemoryPlan(hbm, clock_hz, tuple(streams))
+    checks.integer("kv_row_bytes", kv_row_bytes, low=0, error=HbmError)
+    weights = plan_stream(hbm, "weights", stream_bytes, clock_hz, hbm.ports)
+    narrow = [("params", param_beat_bytes(param_width))]
+    if kv_row_bytes:
+        narrow.append(("kv_rows", kv_row_bytes))
+    streams = []
+    for name, beat in narrow:
+        # what the weights' ports carry at most, if the stream had them alone
+        total = hbm.ports * hbm.port_bytes_per_s(weights.port_bits, clock_hz)
+        rate = min(1.0, total / (beat * clock_hz))
+        if rate < 1.0:
+            raise HbmError(f"{name}: {hbm.name} cannot sustain its {beat}-byte beat a cycle at "
+                           f"{clock_hz / 1e6:g} MHz on all {hbm.ports} ports: it needs "
+                           f"{beat * clock_hz / 1e9:.1f} GB/s, they carry at most "
+                           f"{total / 1e9:.1f} GB/s")
+        streams.append(PortPlan(name, beat, weights.ports, weights.port_bits,
+                                -(-beat // weights.ports), rate, weights.clock_crossing,
+                                rate * beat * clock_hz, shared=True))
+    return MemoryPlan(hbm, clock_hz, (*streams, weights), shared=True)
 
 
 def weight_ceiling_bytes_per_s(hbm: HbmSpec, clock_hz: float, *, kv_row_bytes: int = 0,

@@ -34,6 +34,7 @@ from heteroreason.model.timing.fpga.hbm import (
     roofline_bytes_per_s,
 )
 from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.rtl.limits import MULTIPLE_LIMIT
 
 __all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "batched_ingest_ms",
            "batched_ingest_resources", "board_power", "design_for", "draft_ms_per_token",
@@ -77,6 +78,19 @@ class FpgaBoard:
         """The HBM's read latency in kernel cycles."""
         return round(self.hbm.read_latency_s * self.clock_hz)
 
+
+# what the design search tries: rows a matrix-vector beat, weight-buffer depths (beats) and
+# key and value rows a cycle (:class:`DecoderParams`)
+ROWS_PER_BEAT = (1, 2, 4)
+WEIGHT_BUFFERS = (512, 1024, 2048, 4096)
+KV_ROWS = (1, 2, 4, 8)
+# the clock, as a share of the board's, at which the design search breaks ties between designs
+# equally fast at the board's clock: 250 MHz for a 300 MHz board (the clock the U280's units
+# are shown at beside 300 MHz until a routed design backs either)
+MARGIN_CLOCK_RATIO = 250 / 300
+# the boards' designs read the parameters and the KV rows on the weights' ports, time-shared
+# (:func:`.hbm.plan_memory`): every port carries weights when nothing else flows
+SHARED_PORTS = True
 
 _U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=960)
 _V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_301)
@@ -125,14 +139,17 @@ def board_power(name: str) -> DevicePower:
 def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
     """Resources of a DraftEngine for ``config`` with ``params`` (see the module docstring)."""
     hd, hp, v = config.head_dim, params.heads_parallel, params.vector_width
-    macs, k = params.beat_bytes, params.rows_per_beat
+    macs, k, nr = params.beat_bytes, params.rows_per_beat, params.kv_rows
     # MVU lanes (``lanes`` of each of ``rows_per_beat`` rows); score and value products; per
     # extra vector lane a squarer (RMSNorm), a phase and two rotation products (RoPE), and an
     # output requantizer (attention, ~4 slices); per extra RMSNorm gain lane its two scaling
     # products and its requantizer: 8 slices (the 896-element norm synthesized at 1, 16 and 32
     # gains: 40, 160 and 288 DSPs); per extra SwiGLU lane its product and requantizer: 5 slices
-    # (the unit synthesized at 1 and 2 lanes: 5 and 10 DSPs)
-    multipliers = macs + 2 * hp * hd + 8 * (v - 1) + 8 * (params.param_width - 1) + 5 * (k - 1)
+    # (the unit synthesized at 1 and 2 lanes: 5 and 10 DSPs); per extra KV row a cycle, each
+    # head's score and value products again, its exponential's requantizer (2 slices) and its
+    # probability's three partial products (estimated, not synthesized)
+    multipliers = macs + 2 * hp * hd * nr + 5 * hp * (nr - 1) + 8 * (v - 1) + \
+        8 * (params.param_width - 1) + 5 * (k - 1)
     # coefficients from two syntheses (Yosys synth_xilinx, UltraScale+): the test-small engine
     # (16 MACs, 4 heads of 16: LUT 20,179, DSP 199, BRAM18K 78) and the 896-lane MVU alone
     # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). Yosys
@@ -179,12 +196,15 @@ def _divisors(n: int) -> list[int]:
 
 
 def design_for(config: Qwen2Config | str, board: FpgaBoard | str, *,
-               calibration=None) -> DecoderParams:
-    """The fastest fitting design for the board (at a 2048-token context)."""
+               calibration=None, ingest_batch: int = 1) -> DecoderParams:
+    """The fastest fitting design for the board (at a 2048-token context); with
+    ``ingest_batch`` B > 1, built with a batched ingest of B (its resources those of
+    :func:`batched_ingest_resources`)."""
     config = qwen2_config(config) if isinstance(config, str) else config
     board = fpga_board(board) if isinstance(board, str) else board
+    checks.power_of_two("ingest_batch", ingest_batch, high=MULTIPLE_LIMIT)
     calibration = calibration or _committed_calibration()
-    return _fastest_fitting(config, board, calibration.overheads)
+    return _fastest_fitting(config, board, calibration.overheads, ingest_batch)
 
 
 @functools.cache
@@ -192,52 +212,59 @@ def _committed_calibration():
     return load_calibration(CALIBRATION_FILE)
 
 
-def memory_plan(config: Qwen2Config, board: FpgaBoard, params: DecoderParams) -> MemoryPlan:
-    """How ``params``'s streams use the board's HBM ports (:func:`.hbm.plan_memory`)."""
+def memory_plan(config: Qwen2Config, board: FpgaBoard, params: DecoderParams, *,
+                shared: bool = SHARED_PORTS) -> MemoryPlan:
+    """How ``params``'s streams use the board's HBM ports (:func:`.hbm.plan_memory`; the
+    boards' designs time-share the ports: :data:`SHARED_PORTS`)."""
     return _memory_plan(board, params.stream_bytes,
-                        config.head_dim if params.external_kv else 0, params.param_width)
+                        config.head_dim * params.kv_rows if params.external_kv else 0,
+                        params.param_width, shared)
 
 
 @functools.cache
 def _memory_plan(board: FpgaBoard, stream_bytes: int, kv_row_bytes: int,
-                 param_width: int) -> MemoryPlan:
+                 param_width: int, shared: bool) -> MemoryPlan:
     return plan_memory(board.hbm, board.clock_hz, stream_bytes, kv_row_bytes=kv_row_bytes,
-                       param_width=param_width)
+                       param_width=param_width, shared=shared)
 
 
 def core_timing(config: Qwen2Config, board: FpgaBoard, params: DecoderParams,
-                overheads) -> CoreTiming:
-    """The timing model of ``params`` on ``board``: its memory's latency and the weight
-    stream's sustained beats a cycle from the board's memory plan."""
-    rate = memory_plan(config, board, params).weight_beats_per_cycle
+                overheads, *, shared: bool = SHARED_PORTS) -> CoreTiming:
+    """The timing model of ``params`` on ``board``: its memory's latency, the weight
+    stream's sustained beats a cycle from the board's memory plan, and whether the other
+    streams borrow the weights' ports."""
+    plan = memory_plan(config, board, params, shared=shared)
     return CoreTiming(config, params, board.memory_latency_cycles, overheads,
-                      stream_beats_per_cycle=rate)
+                      stream_beats_per_cycle=plan.weight_beats_per_cycle,
+                      shared_ports=plan.shared)
 
 
 @functools.cache
-def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> DecoderParams:
+def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads,
+                     ingest_batch: int = 1) -> DecoderParams:
     group = config.heads // config.kv_heads
     fitting = []
     widths = [v for v in (1, 2, 4, 8, 16, 32)
               if config.ffn % v == 0 and (config.head_dim // 2) % v == 0]
-    for lanes, k in itertools.product(_divisors(config.hidden), (1, 2, 4)):
+    for lanes, k in itertools.product(_divisors(config.hidden), ROWS_PER_BEAT):
         if lanes < 32:
             continue
         beat = lanes * k
-        for stream_bytes, v, buffer, gains in itertools.product(_divisors(beat), widths,
-                                                                (512, 4096), widths):
+        for stream_bytes, v, buffer, gains, kv_rows in itertools.product(
+                _divisors(beat), widths, WEIGHT_BUFFERS, widths, KV_ROWS):
             if stream_bytes < beat // 4 or lanes % v or v % gains or gains % k:
                 continue
             params = DecoderParams(lanes, stream_bytes, heads_parallel=group,
                                    weight_buffer=buffer, vector_width=v, param_width=gains,
-                                   rows_per_beat=k, external_kv=True)
+                                   rows_per_beat=k, external_kv=True, kv_rows=kv_rows)
             try:
                 params.check_model(config)  # (k must divide every matrix's rows)
             except ValueError:
                 continue
-            resources = estimate_resources(config, params)
+            resources = batched_ingest_resources(config, params, ingest_batch)
             if not resources.fits(board.resources):
                 continue
+            params = replace(params, ingest_batch=ingest_batch)
             try:
                 timing = core_timing(config, board, params, overheads)
             except HbmError:
@@ -248,7 +275,8 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> Decode
             bound = timing.weight_stream_beats() / timing.stream_beats_per_cycle
             fitting.append((bound, resources, params, timing))
     if not fitting:
-        raise ValueError(f"no design for {config.name} fits {board.name}")
+        built = f" with a batched ingest of {ingest_batch}" if ingest_batch > 1 else ""
+        raise ValueError(f"no design for {config.name}{built} fits {board.name}")
     fitting.sort(key=lambda f: f[0])
     candidates, fastest = [], math.inf
     for bound, resources, params, timing in fitting:
@@ -257,21 +285,29 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads) -> Decode
         cycles = timing.token_cycles(min(2048, config.max_context - 1))
         fastest = min(fastest, cycles)
         candidates.append((cycles, resources.bram18k, resources.dsp, params))
-    # the fastest; of the designs within 0.1 % of it, the one with the fewest block RAMs and
-    # DSP slices
+    # the fastest; of the designs within 0.1 % of it, the one fastest at the margin clock (the
+    # board's clock may not close: a design that holds its speed a step below is the safer
+    # build), then the one with the fewest block RAMs and DSP slices
     fastest = min(c[0] for c in candidates)
-    return min((c for c in candidates if c[0] <= fastest * 1.001), key=lambda c: c[1:3])[3]
+    margin = replace(board, clock_hz=board.clock_hz * MARGIN_CLOCK_RATIO)
+    context = min(2048, config.max_context - 1)
+
+    def at_margin(params):
+        return core_timing(config, margin, params, overheads).token_cycles(context)
+
+    near = [c for c in candidates if c[0] <= fastest * 1.001]
+    return min(near, key=lambda c: (round(at_margin(c[3])), *c[1:3]))[3]
 
 
 def draft_ms_per_token(model: str | Qwen2Config, board: str | FpgaBoard, context: int, *,
-                       keep_logits: bool = True) -> float:
+                       keep_logits: bool = True, ingest_batch: int = 1) -> float:
     """Draft milliseconds per decode token of ``model`` on ``board`` after ``context`` tokens
-    (the RTL-calibrated timing of the board's design)."""
+    (the RTL-calibrated timing of the board's design, built with ``ingest_batch``)."""
     config = qwen2_config(model) if isinstance(model, str) else model
     board = fpga_board(board) if isinstance(board, str) else board
     checks.integer("context", context, low=0, high=config.max_context - 1, note=config.name)
     calibration = _committed_calibration()
-    params = design_for(config, board, calibration=calibration)
+    params = design_for(config, board, calibration=calibration, ingest_batch=ingest_batch)
     cycles = core_timing(config, board, params, calibration.overheads).token_cycles(
         context, keep_logits=keep_logits)
     return cycles_to_ms(cycles, board.clock_hz)
@@ -290,7 +326,7 @@ def batched_ingest_ms(model: str | Qwen2Config, board: str | FpgaBoard, context:
     checks.integer("context", context, low=0, high=config.max_context - tokens,
                    note=f"{tokens} tokens of {config.name}")
     calibration = _committed_calibration()
-    params = replace(design_for(config, board, calibration=calibration), ingest_batch=batch)
+    params = design_for(config, board, calibration=calibration, ingest_batch=batch)
     timing = core_timing(config, board, params, calibration.overheads)
     cycles = sum(timing.batch_cycles(start, min(batch, context + tokens - start))
                  for start in range(context, context + tokens, batch))
@@ -309,19 +345,26 @@ def draft_timing(board: str, model: str = "qwen2.5-0.5b", *, ingest_batch: int =
     The line is exact where the design is compute bound (its attention is linear in the
     context); the fit's largest deviation from the timing model is stated in ``source``.
 
-    With ``ingest_batch`` B > 1 the design is built with a batched ingest (its resources
-    checked against the board: :func:`batched_ingest_resources`) and a host token's ingest
+    With ``ingest_batch`` B > 1 the design is the fastest built with a batched ingest (its
+    resources :func:`batched_ingest_resources`; its decode its own) and a host token's ingest
     costs a B-th of a pass of B (:func:`batched_ingest_ms`): the floor at context 0, and the
-    line with the decode's slope (each token's attention runs on its own) and the intercept
-    that fits the passes at the longer contexts best. (Host tokens come in whole batches but
+    line (its own slope: a pass runs its tokens' attention one after the other, with less of
+    it hidden behind the weight stream than a token's) fitted by least squares to the passes
+    above the floor. (Host tokens come in whole batches but
     for a run's last, which the per-token price slightly undercharges.)"""
     config = qwen2_config(model)
     fpga_board(board)
-    if ingest_batch != 1:
-        return _batched_draft_timing(board, config, ingest_batch)
+    checks.power_of_two("ingest_batch", ingest_batch, high=MULTIPLE_LIMIT)
+    timing = _decode_line(board, config, ingest_batch)
+    return timing if ingest_batch == 1 else _batched_ingest(timing, board, config, ingest_batch)
+
+
+def _decode_line(board: str, config: Qwen2Config, batch: int) -> LlmTiming:
+    """:func:`draft_timing`'s floor and line of the design built with ``ingest_batch=batch``
+    (its ingest a token at a time)."""
     last = min(config.max_context, 4096) - 1
     contexts = [round(k * last / 63) for k in range(64)]
-    ms = [draft_ms_per_token(config, board, n) for n in contexts]
+    ms = [draft_ms_per_token(config, board, n, ingest_batch=batch) for n in contexts]
     floor = ms[0]
 
     def fit(points):
@@ -338,7 +381,8 @@ def draft_timing(board: str, model: str = "qwen2.5-0.5b", *, ingest_batch: int =
 
     lines = [fit(list(zip(contexts[k:], ms[k:], strict=True))) for k in range(0, 62)]
     intercept, slope = min(lines, key=worst)
-    head_ms = ms[0] - draft_ms_per_token(config, board, 0, keep_logits=False)  # the LM head
+    head_ms = ms[0] - draft_ms_per_token(config, board, 0, keep_logits=False,
+                                         ingest_batch=batch)  # the LM head
     # a token at context n attends to kv = n + 1 entries, itself included: the scheduler's
     # convention (LlmTiming.decode_ms)
     timing = LlmTiming(f"fpga/rtl-{board}", config.name, board,
@@ -346,35 +390,36 @@ def draft_timing(board: str, model: str = "qwen2.5-0.5b", *, ingest_batch: int =
                        ingest_ms_per_token=max(0.0, intercept - slope - head_ms),
                        decode_floor_ms_per_token=floor, ingest_floor_ms_per_token=floor - head_ms)
     ingest_worst = max(abs(timing.ingest_ms(1, n) / draft_ms_per_token(
-        config, board, n, keep_logits=False) - 1) for n in contexts)
+        config, board, n, keep_logits=False, ingest_batch=batch) - 1) for n in contexts)
     return timing.with_(source=f"RTL-calibrated timing model, design "
-                               f"{design_for(config, board)}; floor and line fit within "
+                               f"{design_for(config, board, ingest_batch=batch)}; floor and "
+                               f"line fit within "
                                f"{100 * worst((intercept, slope)):.2f} % (ingest "
                                f"{100 * ingest_worst:.2f} %)")
 
 
-def _batched_draft_timing(board: str, config: Qwen2Config, batch: int) -> LlmTiming:
-    """:func:`draft_timing` with the ingest of a design built with ``ingest_batch=batch``."""
-    params = design_for(config, board)
-    need, have = batched_ingest_resources(config, params, batch), BOARDS[board].resources
-    if not need.fits(have):
-        raise ValueError(f"a batched ingest of {batch} does not fit {board}: the design "
-                         f"{params} would need LUT {need.lut:,} of {have.lut:,}, DSP "
-                         f"{need.dsp:,} of {have.dsp:,}, BRAM18K {need.bram18k:,} of "
-                         f"{have.bram18k:,}")
-    single = draft_timing(board, config.name)
+def _batched_ingest(single: LlmTiming, board: str, config: Qwen2Config,
+                    batch: int) -> LlmTiming:
+    """``single`` (the decode line of the design built with ``ingest_batch=batch``) with the
+    ingest of its passes of ``batch``."""
     last = min(config.max_context, 4096) - batch
     contexts = [round(k * last / 63) for k in range(64)]
     # a token's share of a pass of ``batch`` at each context (its tokens at n .. n + batch - 1)
     shares = [batched_ingest_ms(config, board, n, batch, batch=batch) / batch for n in contexts]
-    slope = single.decode_ms_per_kv_token
     floor = shares[0]
     # the scheduler charges a token at n with n + 1 entries: the pass's mean token attends to
     # n + (batch + 1) / 2
-    lined = [(n, t) for n, t in zip(contexts, shares, strict=True) if t > floor * 1.001]
-    intercept = (sum(t - slope * (n + (batch + 1) / 2) for n, t in lined) / len(lined)
-                 if lined else floor)
-    timing = single.with_(ingest_ms_per_token=max(0.0, intercept), ingest_floor_ms_per_token=floor)
+    lined = [(n + (batch + 1) / 2, t) for n, t in zip(contexts, shares, strict=True)
+             if t > floor * 1.001]
+    slope, intercept = single.decode_ms_per_kv_token, floor
+    if len(lined) >= 2:
+        mean_x = sum(x for x, _ in lined) / len(lined)
+        mean_y = sum(y for _, y in lined) / len(lined)
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in lined) / \
+            sum((x - mean_x) ** 2 for x, _ in lined)
+        intercept = mean_y - slope * mean_x
+    timing = single.with_(ingest_ms_per_token=max(0.0, intercept), ingest_floor_ms_per_token=floor,
+                          ingest_ms_per_kv_token=max(0.0, slope))
     worst = max(abs(timing.ingest_ms(batch, n) / (batch * t) - 1)
                 for n, t in zip(contexts, shares, strict=True))
     return timing.with_(name=f"{single.name}-batch{batch}",

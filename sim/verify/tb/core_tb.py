@@ -18,12 +18,15 @@ import numpy as np
 from amaranth.hdl import Shape
 
 from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder
-from heteroreason.rtl.decoder.core import DecoderCore
+from heteroreason.rtl.decoder.core import PARAM_LAYOUT, DecoderCore
+from heteroreason.rtl.decoder.decode_schedule import entries_per_param_beat
+from heteroreason.rtl.decoder.operators import token_operators
 from heteroreason.sim.verify.plan import Stimulus
 from heteroreason.sim.verify.tb.common import TbBase, plan, seeded_rng, stimulus
 from heteroreason.sim.verify.tb.hbm_channels import (
     HbmChannel,
     KvMemory,
+    SharedPorts,
     StripedChannel,
     packed_param_beats,
     packed_weight_beats,
@@ -53,6 +56,23 @@ def hbm_channels(dut, core: DecoderCore, rng, knobs: Stimulus, *,
     latency, stall = knobs.latency, knobs.stall
     addr_bits = Shape.cast(core.wreq.payload.shape()["addr"].shape).width
     image = packed_weight_beats(core.schedule, core.stream_bytes)
+    if knobs.shared_ports:  # every stream on the weights' ports: one model serves them all
+        kv, kv_addr_bits, kv_beat = None, 1, 0
+        if core.external_kv:
+            c = core.model.config
+            rows = len(core.model.layers) * c.kv_heads * c.max_context
+            kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng,
+                          unwritten_reads_zero=unwritten_kv_reads_zero, serve_reads=False)
+            kv_addr_bits = Shape.cast(core.k_req.payload.shape()["addr"].shape).width
+            kv_beat = c.head_dim * core.params.kv_rows
+        shared = SharedPorts(dut, weights=image, stream_bytes=core.stream_bytes,
+                             params=packed_param_beats(core.schedule),
+                             param_bytes=param_beat_costs(core), kv=kv,
+                             kv_row_bytes=kv_beat, per_beat=core.params.kv_rows,
+                             ports=knobs.weight_ports, addr_bits=addr_bits,
+                             kv_addr_bits=kv_addr_bits, rng=rng,
+                             fifo_depth=knobs.port_fifo_depth, window=knobs.port_fifo_depth)
+        return shared, None, None
     if knobs.weight_ports:
         weights = StripedChannel(dut, "wreq", "wdata", image, beat_bytes=core.stream_bytes,
                                  ports=knobs.weight_ports, addr_bits=addr_bits, rng=rng,
@@ -68,8 +88,24 @@ def hbm_channels(dut, core: DecoderCore, rng, knobs: Stimulus, *,
         rows = len(core.model.layers) * c.kv_heads * c.max_context
         kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng, latency=latency,
                       stall=stall, unwritten_reads_zero=unwritten_kv_reads_zero,
-                      shared=knobs.shared_kv_ports)
+                      shared=knobs.shared_kv_ports, per_beat=core.params.kv_rows)
     return weights, params, kv
+
+
+def param_beat_costs(core: DecoderCore) -> list[int]:
+    """The bytes of each parameter beat in a time-shared image: the entries the beat's operator
+    uses (a norm's ``param_width`` gains, a matrix's ``rows_per_beat`` row parameters, an entry
+    of the SiLU table or the embedding), 69 bits each; the port's converter fills the rest."""
+    p, schedule = core.params, core.schedule
+    costs = [0] * len(schedule.param_image)
+    for layer, op in token_operators(len(core.model.layers), keep_logits=True):
+        if not op.params:
+            continue
+        region = schedule.regions[(f"layer{layer}." if op.per_layer else "") + op.params]
+        entries = entries_per_param_beat(op.unit, p.param_width, p.rows_per_beat)
+        for beat in range(region.start, region.start + region.count):
+            costs[beat] = -(-entries * PARAM_LAYOUT.size // 8)
+    return costs
 
 
 class CoreTB(TbBase):

@@ -21,8 +21,8 @@ from heteroreason.rtl.decoder.decode_schedule import DecodeSchedule
 from heteroreason.rtl.decoder.weight_schedule import slice_bytes
 from heteroreason.sim.verify.tb.streams import Payload
 
-__all__ = ["HbmChannel", "KvMemory", "SharedRows", "StripedChannel", "packed_param_beats",
-           "packed_weight_beats"]
+__all__ = ["HbmChannel", "KvMemory", "RowBeats", "SharedPorts", "SharedRows", "StripedChannel",
+           "packed_param_beats", "packed_weight_beats"]
 
 
 def packed_weight_beats(schedule: DecodeSchedule, stream_bytes: int) -> list[int]:
@@ -102,13 +102,16 @@ class _StreamPorts:
 class HbmChannel(_StreamPorts):
     """One request stream and its response stream, e.g. ``wreq``/``wdata``."""
 
-    def __init__(self, dut, request: str, response: str, beats: Sequence[int], *,
+    def __init__(self, dut, request: str, response: str, beats, *,
                  addr_bits: int, rng: random.Random, latency: int = 0, stall: float = 0.0,
                  size: int | None = None):
         _check_port(latency, stall)
         super().__init__(dut, request, response, size=len(beats) if size is None else size,
                          addr_bits=addr_bits)
+        # a list of beats (an address a beat), or rows served several a beat (:class:`RowBeats`)
         self._beats = beats
+        self._per_beat = beats.per_beat if isinstance(beats, RowBeats) else 1
+        self._offered_end = 0
         self._rng = rng
         self.latency = latency
         self.stall = stall
@@ -127,11 +130,16 @@ class HbmChannel(_StreamPorts):
         if self._offered is None and self._pending and self._pending[0][0] <= cycle \
                 and self._rng.random() >= self.stall:
             head = self._pending[0]
-            self._offered = head[1]
-            head[1] += 1
-            if head[1] == head[2]:
+            self._offered, self._offered_end = head[1], head[2]
+            head[1] += self._per_beat
+            if head[1] >= head[2]:
                 self._pending.popleft()
-        self._offer(None if self._offered is None else self._beats[self._offered])
+        if self._offered is None:
+            self._offer(None)
+        elif isinstance(self._beats, RowBeats):
+            self._offer(self._beats.value(self._offered, self._offered_end))
+        else:
+            self._offer(self._beats[self._offered])
 
     def observe(self, cycle: int) -> None:
         request = self._observe_ports()
@@ -220,6 +228,31 @@ class _Rows(dict):
         raise AssertionError(f"{self.what} row {addr} read before it was written")
 
 
+class RowBeats:
+    """A table of rows served ``per_beat`` a beat: the beat at address ``a`` of a request that
+    ends at ``end`` packs rows ``a``, ``a + 1``, ... (the first in the low bits); those at or past
+    ``end`` are random bits (the reader must ignore them)."""
+
+    def __init__(self, table, *, per_beat: int, row_bits: int, rng: random.Random):
+        self.table = table
+        self.per_beat = per_beat
+        self.row_bits = row_bits
+        self._rng = rng
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def value(self, addr: int, end: int) -> int:
+        if self.per_beat == 1:  # a row as the table holds it
+            return self.table[addr]
+        word = 0
+        for r in range(self.per_beat):
+            row = self.table[addr + r] if addr + r < end else \
+                self._rng.getrandbits(self.row_bits)
+            word |= row << (r * self.row_bits)
+        return word
+
+
 class SharedRows:
     """The key and value rows on one set of ports (:func:`~heteroreason.model.timing.fpga.hbm.
     plan_memory`'s ``kv_rows`` stream): the requests on ``k_req`` and ``v_req`` join one queue
@@ -231,11 +264,14 @@ class SharedRows:
     serves both."""
 
     def __init__(self, dut, keys, values, *, addr_bits: int, rows: int, rng: random.Random,
-                 latency: int = 0, stall: float = 0.0):
+                 latency: int = 0, stall: float = 0.0, per_beat: int = 1, row_bits: int = 0):
         _check_port(latency, stall)
         self.k = _StreamPorts(dut, "k_req", "k_rows", size=rows, addr_bits=addr_bits)
         self.v = _StreamPorts(dut, "v_req", "v_rows", size=rows, addr_bits=addr_bits)
-        self._rows = {"k": keys, "v": values}
+        self._rows = {kind: RowBeats(table, per_beat=per_beat, row_bits=row_bits, rng=rng)
+                      for kind, table in (("k", keys), ("v", values))}
+        self._per_beat = per_beat
+        self._ends = {"k": 0, "v": 0}
         self._rng = rng
         self.latency = latency
         self.stall = stall
@@ -264,12 +300,14 @@ class SharedRows:
             self._on_offer = head[3]
             port = self.k if head[3] == "k" else self.v
             port._offered = head[1]
-            head[1] += 1
-            if head[1] == head[2]:
+            self._ends[head[3]] = head[2]
+            head[1] += self._per_beat
+            if head[1] >= head[2]:
                 self._pending.popleft()
         for kind, port in (("k", self.k), ("v", self.v)):
             offered = port._offered if self._on_offer == kind else None
-            port._offer(None if offered is None else self._rows[kind][offered])
+            port._offer(None if offered is None else
+                        self._rows[kind].value(offered, self._ends[kind]))
 
     def observe(self, cycle: int) -> None:
         for kind, port in (("k", self.k), ("v", self.v)):
@@ -288,7 +326,8 @@ class KvMemory:
     runs at positions no token was written at)."""
 
     def __init__(self, dut, store_layout, *, rows: int, rng: random.Random, latency: int = 0,
-                 stall: float = 0.0, unwritten_reads_zero: bool = False, shared: bool = False):
+                 stall: float = 0.0, unwritten_reads_zero: bool = False, shared: bool = False,
+                 per_beat: int = 1, serve_reads: bool = True):
         self._valid = dut.kv_store__valid
         self._ready = dut.kv_store__ready
         self._data = dut.kv_store__payload
@@ -296,13 +335,21 @@ class KvMemory:
         self.keys = _Rows("key", unwritten_reads_zero=unwritten_reads_zero)
         self.values = _Rows("value", unwritten_reads_zero=unwritten_reads_zero)
         addr_bits = max(1, (rows - 1).bit_length())
-        if shared:
+        row_bits = self._payload.fields["k"][1]
+        self.rows = rows
+        self.readers = ()
+        if not serve_reads:  # (the reads are another model's: :class:`SharedPorts`)
+            pass
+        elif shared:
             self.readers = (SharedRows(dut, self.keys, self.values, addr_bits=addr_bits,
-                                       rows=rows, rng=rng, latency=latency, stall=stall),)
+                                       rows=rows, rng=rng, latency=latency, stall=stall,
+                                       per_beat=per_beat, row_bits=row_bits),)
         else:
             self.readers = tuple(
-                HbmChannel(dut, f"{kind}_req", f"{kind}_rows", table, addr_bits=addr_bits,
-                           rng=rng, latency=latency, stall=stall, size=rows)
+                HbmChannel(dut, f"{kind}_req", f"{kind}_rows",
+                           RowBeats(table, per_beat=per_beat, row_bits=row_bits, rng=rng),
+                           addr_bits=addr_bits, rng=rng, latency=latency, stall=stall,
+                           size=rows)
                 for kind, table in (("k", self.keys), ("v", self.values)))
         self.writes = 0
 
@@ -321,10 +368,211 @@ class KvMemory:
             reader.drive(cycle)
 
     def observe(self, cycle: int) -> None:
+        self.store(cycle)
+        for reader in self.readers:
+            reader.observe(cycle)
+
+    def store(self, cycle: int) -> None:
+        """A ``kv_store`` beat offered this cycle is written (the port is always ready)."""
         if int(self._valid.value):
             beat = self._payload.unpack(int(self._data.value))
             self.keys[beat["addr"]] = beat["k"] & ((1 << self._payload.fields["k"][1]) - 1)
             self.values[beat["addr"]] = beat["v"] & ((1 << self._payload.fields["v"][1]) - 1)
             self.writes += 1
-        for reader in self.readers:
-            reader.observe(cycle)
+
+
+class SharedPorts:
+    """Every stream on one set of HBM ports, time-shared (:func:`~heteroreason.model.timing.
+    fpga.hbm.plan_memory`'s ``shared`` plan): the weights split byte-wise over the ports as
+    :class:`StripedChannel` splits them, and the parameter beats and the KV cache's key and
+    value rows (``kv_rows`` a beat) read on the same ports, each beat a slice a port.
+
+    A port moves at most its weight slice's bytes a cycle, and none in a cycle it skips (with
+    probability its ``stall``): it pays the narrow streams' slices first, then a weight slice
+    if what is left of the cycle's bytes (and of the last cycle's) covers one. A request's
+    slices may move ``latency`` cycles after it is taken. A narrow stream is fetched at most
+    ``window`` beats ahead of the one its reader takes (the attention's value rows wait behind
+    its key rows without taking the ports' time); a narrow beat is offered when every port has
+    moved its slice; the weights as :class:`StripedChannel` offers them. KV writes
+    (``kv_store``) are stored at once, without port time (a row a layer and KV head)."""
+
+    def __init__(self, dut, *, weights: Sequence[int], stream_bytes: int, params: Sequence[int],
+                 param_bytes: Sequence[int], kv: KvMemory | None, kv_row_bytes: int,
+                 per_beat: int,
+                 ports: Sequence[tuple[int, float]], addr_bits: int, kv_addr_bits: int,
+                 rng: random.Random, fifo_depth: int = 8, window: int = 4):
+        if not ports:
+            raise ValueError("ports must name at least one (latency, stall) pair")
+        for latency, stall in ports:
+            _check_port(latency, stall, "a port's ")
+        checks.integer("fifo_depth", fifo_depth, low=1)
+        checks.integer("window", window, low=1)
+        self._rng = rng
+        self._ports = tuple(ports)
+        self._depth = fifo_depth
+        self._window = window
+        self.weights = _StreamPorts(dut, "wreq", "wdata", size=len(weights), addr_bits=addr_bits)
+        self._weight_beats = weights
+        offsets, at = [], 0
+        self._slot = slice_bytes(stream_bytes, len(ports))
+        for size in self._slot:
+            offsets.append((8 * at, (1 << 8 * size) - 1))
+            at += size
+        self._slices = tuple(offsets)
+        self._pending: list[deque[list[int]]] = [deque() for _ in ports]
+        self._fifos: list[deque[tuple[int, int]]] = [deque() for _ in ports]
+        self._value = 0
+        self._credit = [0] * len(ports)
+        # the narrow streams: their ports, their beats' values, each port's slice of a beat
+        self._narrow = {"p": _Narrow(_StreamPorts(dut, "preq", "pdata", size=len(params),
+                                                  addr_bits=addr_bits),
+                                     lambda addr, end: params[addr], 1, param_bytes, ports)}
+        self.kv = kv
+        if kv is not None:
+            for kind, table in (("k", kv.keys), ("v", kv.values)):
+                beats = RowBeats(table, per_beat=per_beat, row_bits=8 * kv_row_bytes // per_beat,
+                                 rng=rng)
+                self._narrow[kind] = _Narrow(
+                    _StreamPorts(dut, f"{kind}_req", f"{kind}_rows", size=kv.rows,
+                                 addr_bits=kv_addr_bits),
+                    beats.value, per_beat, kv_row_bytes, ports)
+        # each port's largest slice of a narrow beat
+        self._largest = [max(n.largest(k) for n in self._narrow.values())
+                         for k in range(len(ports))]
+
+    def __repr__(self) -> str:
+        return (f"SharedPorts({len(self._ports)} ports, {self.weights.beats_sent} weight beats, "
+                + ", ".join(f"{k}: {n!r}" for k, n in self._narrow.items()) + ")")
+
+    @property
+    def beats_sent(self) -> int:
+        """Weight beats sent."""
+        return self.weights.beats_sent
+
+    @property
+    def busy(self) -> bool:
+        return self.weights._offered is not None or any(self._pending) or \
+            any(self._fifos) or any(n.busy for n in self._narrow.values())
+
+    def idle_port(self) -> None:
+        self.weights.idle_port()
+        for narrow in self._narrow.values():
+            narrow.ports.idle_port()
+        if self.kv is not None:
+            self.kv.idle_port()
+
+    def drive(self, cycle: int) -> None:
+        self.weights._req_ready.value = 1
+        for narrow in self._narrow.values():
+            narrow.ports._req_ready.value = 1
+        if self.kv is not None:
+            self.kv._ready.value = 1
+        for k, (_, stall) in enumerate(self._ports):
+            if self._rng.random() < stall:
+                continue
+            # a cycle's bytes and what is left of the last cycles', up to two weight slices
+            # and a narrow one (unused cycles are not saved up beyond that)
+            credit = min(self._credit[k] + self._slot[k], 2 * self._slot[k] + self._largest[k])
+            for narrow in self._narrow.values():  # the narrow streams' slices first
+                credit = narrow.pay(k, credit, cycle, self._window)
+            pending, fifo = self._pending[k], self._fifos[k]
+            if pending and pending[0][0] <= cycle and len(fifo) < self._depth \
+                    and credit >= self._slot[k]:
+                head = pending[0]
+                shift, mask = self._slices[k]
+                fifo.append((head[1], (self._weight_beats[head[1]] >> shift) & mask))
+                credit -= self._slot[k]
+                head[1] += 1
+                if head[1] == head[2]:
+                    pending.popleft()
+            self._credit[k] = credit
+        if self.weights._offered is None and all(self._fifos):
+            parts = [fifo.popleft() for fifo in self._fifos]
+            self.weights._offered = parts[0][0]
+            self._value = 0
+            for (shift, _), (_, value) in zip(self._slices, parts, strict=True):
+                self._value |= value << shift
+        self.weights._offer(self._value)
+        for narrow in self._narrow.values():
+            narrow.offer()
+
+    def observe(self, cycle: int) -> None:
+        request = self.weights._observe_ports()
+        if request is not None:
+            for k, (latency, _) in enumerate(self._ports):
+                self._pending[k].append([cycle + 1 + latency, *request])
+        for narrow in self._narrow.values():
+            narrow.observe(cycle)
+        if self.kv is not None:
+            self.kv.store(cycle)
+
+
+class _Narrow:
+    """A narrow stream of :class:`SharedPorts`: its requests' beats (``per_beat`` addresses
+    each; ``beat_bytes`` a beat, or a list of each address's, split over the ports as the
+    weights are), the slices each port has moved, the beats taken."""
+
+    def __init__(self, ports: _StreamPorts, value, per_beat: int,
+                 beat_bytes: int | Sequence[int], hbm_ports: Sequence[tuple[int, float]]):
+        self.ports = ports
+        self._value = value
+        self._per_beat = per_beat
+        self._latency = [latency for latency, _ in hbm_ports]
+        self._bytes = beat_bytes
+        self._splits: dict[int, tuple[int, ...]] = {}
+        self._beats: list[tuple[int, int, int]] = []  # (cycle taken, first address, end)
+        self._paid = [0] * len(hbm_ports)  # beats each port has moved its slice of
+        self._taken = 0
+
+    def __repr__(self) -> str:
+        return f"{len(self._beats)} beats asked, {self._taken} taken, ports at {self._paid}"
+
+    @property
+    def busy(self) -> bool:
+        return self.ports._offered is not None or self._taken < len(self._beats)
+
+    def pay(self, port: int, credit: int, cycle: int, window: int) -> int:
+        """Port ``port`` moves its slices of the stream's next beats while its ``credit``
+        covers them (and they lie within ``window`` of the reader); returns what is left."""
+        while self._paid[port] < min(len(self._beats), self._taken + window):
+            taken_at, addr, _ = self._beats[self._paid[port]]
+            piece = self._split(addr)[port]
+            if cycle < taken_at + 1 + self._latency[port] or credit < piece:
+                break
+            credit -= piece
+            self._paid[port] += 1
+        return credit
+
+    def largest(self, port: int) -> int:
+        """The port's largest slice of any of the stream's beats."""
+        sizes = [self._bytes] if isinstance(self._bytes, int) else set(self._bytes)
+        return max(self._split_of(size)[port] for size in sizes)
+
+    def _split(self, addr: int) -> tuple[int, ...]:
+        """Each port's bytes of the beat at ``addr``."""
+        return self._split_of(self._bytes if isinstance(self._bytes, int) else self._bytes[addr])
+
+    def _split_of(self, size: int) -> tuple[int, ...]:
+        if size not in self._splits:
+            ports = len(self._paid)
+            self._splits[size] = slice_bytes(size, ports) if size >= ports else \
+                tuple(1 if k < size else 0 for k in range(ports))
+        return self._splits[size]
+
+    def offer(self) -> None:
+        if self.ports._offered is None and self._taken < len(self._beats) and \
+                min(self._paid) > self._taken:
+            self.ports._offered = self._taken
+        if self.ports._offered is None:
+            self.ports._offer(None)
+        else:
+            _, addr, end = self._beats[self.ports._offered]
+            self.ports._offer(self._value(addr, end))
+
+    def observe(self, cycle: int) -> None:
+        if self.ports._offered is not None and int(self.ports._ready.value):
+            self._taken += 1
+        request = self.ports._observe_ports()
+        if request is not None:
+            addr, end = request
+            self._beats.extend((cycle, a, end) for a in range(addr, end, self._per_beat))

@@ -160,7 +160,7 @@ def test_the_script_prints_the_ingest_table(tmp_path, traces):
     path = tmp_path / "gsm8k.jsonl"
     dump_traces(load_bundled("gsm8k")[:2], path)
     proc = run("--traces", path, "--configs", "config2", "--no-plots", "--fpgas", "rtl-u280-300",
-               "--against", "t2", "--ingest-scales", "1", "0.25")
+               "--against", "t2", "--ingest-scales", "1", "0.25", "--out", tmp_path / "be")
     assert proc.returncode == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.partition("shadow ingest")[2].splitlines()]
     rows = [r for r in rows if r[:2] == ["config2", "gsm8k"]]

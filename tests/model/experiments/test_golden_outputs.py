@@ -18,7 +18,10 @@ parameter beat: every ``rtl-u280-300`` figure; the calibration gained a gains co
 points at 2 and 8 gains), and when the core took several rows a weight beat and the HBM plan
 let a weight slice span several port beats (the U280 design's four rows of 448: every
 ``rtl-u280-300`` figure; the calibration gained a rows-a-beat column, points at 2 and 4 rows
-and the full-size held-out layer at the new design, and its overheads were refitted);
+and the full-size held-out layer at the new design, and its overheads were refitted), and when
+the attention took several KV rows a cycle and the boards' designs time-shared their HBM ports
+(every ``rtl-*`` figure; the calibration gained a KV-rows column, points at 2, 4 and 8 rows and
+the full-size layer at contexts 2,048 and 4,095, and its overheads were refitted);
 the bundled tables when generated problems began to
 end at the PRM's context (OlympiadBench and the Gaokao and OlympiadBench traces without
 backtracking changed), and when the reproduction ran HeteroReason with three FPGA models (the
@@ -41,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 # the same program on the artifact's Config1 sample traces (../shared): digests only, the data
 # is not the project's to copy
-ARTIFACT_CSV_SHA256 = "a0fd601e9f0eee1e82b1ede095309e4e18118e3378f9b9bc12a7c5c4be028630"
-ARTIFACT_JSON_SHA256 = "712626776376fd88ca7b05280eaa489c31e00b58415d664e18c9209c658046a1"
+ARTIFACT_CSV_SHA256 = "d99ed856b41e9916afc8bf6762b3f75c63d03361824289a152d7ab7b4758b331"
+ARTIFACT_JSON_SHA256 = "6448810a831e347d16542cb8aebf8f1739d5b5495c4d679638816c8dbda0c832"
 
 
 def reproduce(out: Path, *args) -> None:
@@ -91,15 +94,16 @@ def test_calibration_report_is_unchanged():
     held out against) and its held-out errors, as before the restructuring."""
     calibration = load_calibration()
     rows = ["set,preset,lanes,stream_bytes,heads_parallel,vector_width,param_width,"
-            "rows_per_beat,weight_buffer,memory_latency_cycles,external_kv,position,rtl_cycles,"
-            "model_error"]
+            "rows_per_beat,kv_rows,weight_buffer,memory_latency_cycles,external_kv,position,"
+            "rtl_cycles,model_error"]
     for part, points in (("train", calibration.train), ("held_out", calibration.held_out)):
         for p in points:
             q = p.params
             error = round(p.error(calibration.overheads), 6) if part == "held_out" else ""
             rows.append(",".join(map(str, [
                 part, p.preset, q.lanes, q.stream_bytes, q.heads_parallel, q.vector_width,
-                q.param_width, q.rows_per_beat, q.weight_buffer, p.memory_latency_cycles,
+                q.param_width, q.rows_per_beat, q.kv_rows, q.weight_buffer,
+                p.memory_latency_cycles,
                 int(q.external_kv),
                 p.position, p.cycles, error])))
     assert "\n".join(rows) + "\n" == (GOLDEN / "calibration.csv").read_text()

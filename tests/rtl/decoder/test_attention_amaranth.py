@@ -45,10 +45,14 @@ async def write_row(ctx, dut, keys, values, layer, kv, pos):
     await ctx.tick().until(dut.kv_write.ready)
 
 
-@pytest.mark.parametrize("seed, head_dim, heads, external_kv, width", [
-    (1, 8, 1, False, 1), (2, 16, 1, False, 1), (3, 8, 3, False, 1), (4, 16, 2, False, 4),
-    (5, 8, 2, True, 1), (6, 8, 3, True, 8)])
-def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width):
+@pytest.mark.parametrize("seed, head_dim, heads, external_kv, width, kv_rows", [
+    (1, 8, 1, False, 1, 1), (2, 16, 1, False, 1, 1), (3, 8, 3, False, 1, 1),
+    (4, 16, 2, False, 4, 1), (5, 8, 2, True, 1, 1), (6, 8, 3, True, 8, 1),
+    # several rows a cycle: on-chip banks, and memory beats whose rows past the length are
+    # random bytes
+    (7, 8, 2, False, 1, 4), (8, 8, 3, True, 8, 4), (9, 16, 1, True, 4, 2),
+    (10, 8, 1, False, 2, 8)])
+def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width, kv_rows):
     layers, kv_heads, max_context = 2, 2, 48
     rng = np.random.default_rng(seed)
     gaps = random.Random(seed)
@@ -57,7 +61,7 @@ def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width
     cases = random_jobs(rng, keys, values, heads)
     dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
                     max_context=max_context, heads=heads, external_kv=external_kv,
-                    width=width)
+                    width=width, kv_rows=kv_rows)
     got = []
 
     async def driver(ctx):
@@ -103,7 +107,8 @@ def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width
     sim.add_testbench(driver)
     sim.add_testbench(monitor)
     if external_kv:  # the cache in a memory with latency and gaps
-        processes, stored = kv_memory_processes(dut, rng=gaps, stall=0.3, latency=7)
+        processes, stored = kv_memory_processes(dut, rng=gaps, stall=0.3, latency=7,
+                                                kv_rows=kv_rows)
         for process in processes:
             sim.add_process(process)
     total = len(cases) * heads * head_dim
@@ -125,13 +130,18 @@ def test_parameters_are_validated():
         Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, heads=0)
     with pytest.raises(ValueError, match=r"^width \(3\) must divide head_dim \(8\)$"):
         Attention(head_dim=8, kv_heads=1, layers=1, max_context=8, width=3)
+    with pytest.raises(ValueError, match=r"^kv_rows must be a power of two .*not 3$"):
+        Attention(head_dim=8, kv_heads=1, layers=1, max_context=48, kv_rows=3)
+    with pytest.raises(ValueError, match=r"^kv_rows \(16\) must divide max_context \(40\)$"):
+        Attention(head_dim=8, kv_heads=1, layers=1, max_context=40, kv_rows=16)
 
 
-@pytest.mark.parametrize("head_dim, heads, width, length", [(8, 2, 1, 5), (16, 1, 4, 20)])
-def test_job_takes_the_documented_cycles(head_dim, heads, width, length):
+@pytest.mark.parametrize("head_dim, heads, width, length, kv_rows", [
+    (8, 2, 1, 5, 1), (16, 1, 4, 20, 1), (8, 2, 1, 5, 4), (16, 3, 4, 21, 2), (8, 1, 8, 32, 8)])
+def test_job_takes_the_documented_cycles(head_dim, heads, width, length, kv_rows):
     """Without stalls, a job's last output leaves :func:`job_cycles` after its last query."""
     dut = Attention(head_dim=head_dim, kv_heads=1, layers=1, max_context=32, heads=heads,
-                    width=width)
+                    width=width, kv_rows=kv_rows)
     rng = np.random.default_rng(7)
     marks = {}
 
@@ -171,11 +181,11 @@ def test_job_takes_the_documented_cycles(head_dim, heads, width, length):
     sim.add_testbench(counter)
     sim.run_until(1e-8 * 2000)
     assert marks["out"] - marks["query"] == job_cycles(
-        head_dim=head_dim, heads=heads, width=width, length=length)
+        head_dim=head_dim, heads=heads, width=width, length=length, kv_rows=kv_rows)
 
 
-@pytest.mark.parametrize("kv_heads, layers", [(2, 3), (1, 1)])
-def test_a_job_right_after_a_write_reads_the_written_row(kv_heads, layers):
+@pytest.mark.parametrize("kv_heads, layers, kv_rows", [(2, 3, 1), (1, 1, 1), (2, 3, 4)])
+def test_a_job_right_after_a_write_reads_the_written_row(kv_heads, layers, kv_rows):
     """Each position's K and V rows are written, and the job over them offered in the very next
     cycle (the decoder's order): the job must see the row just written (the write is registered
     on its way into the on-chip cache, and the command waits for it)."""
@@ -192,7 +202,7 @@ def test_a_job_right_after_a_write_reads_the_written_row(kv_heads, layers):
         values[layer, kv, :t + 1][:, None], np.ones((1, t + 1), bool), exp_req,
         attn_req)[0].ravel()]
     dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
-                    max_context=max_context)
+                    max_context=max_context, kv_rows=kv_rows)
     got = []
 
     async def driver(ctx):

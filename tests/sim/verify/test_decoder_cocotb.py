@@ -49,7 +49,7 @@ ENGINE_A = {"preset": "test-tiny", "seed": 1, "capacity": 128, "lanes": 32, "str
             "heads_parallel": 2, "weight_buffer": 256}
 ENGINE_B = {"preset": "test-tiny", "seed": 1, "capacity": 64, "lanes": 16, "stream_bytes": 16,
             "heads_parallel": 1, "weight_buffer": 32, "param_buffer": 16, "external_kv": 1,
-            "vector_width": 4, "param_width": 2, "rows_per_beat": 2}
+            "vector_width": 4, "param_width": 2, "rows_per_beat": 2, "kv_rows": 2}
 
 
 @pytest.mark.parametrize("name", [pytest.param("accept", marks=pytest.mark.slow), "reject",
@@ -165,9 +165,14 @@ def test_core_with_more_layers_than_the_0_5b():
               "heads_parallel": 2, "weight_buffer": 256}, SMOOTH, [5, 77], 1, seed=6)
 
 
-def test_core_with_the_kv_cache_in_memory():
+@pytest.mark.parametrize("kv_rows", [pytest.param(1, marks=pytest.mark.slow), 4])
+def test_core_with_the_kv_cache_in_memory(kv_rows):
+    """The greedy tokens with the KV cache in memory and stalls on every stream; with four key
+    and value rows a memory beat (the long-context designs' attention), the rows of a beat past
+    a job's length random bytes. (The same path at context 700: ``test_shared_ports.py``.)"""
     run_core({"preset": "test-small", "seed": 3, "lanes": 16, "stream_bytes": 16,
-              "heads_parallel": 2, "weight_buffer": 64, "external_kv": 1, "vector_width": 4},
+              "heads_parallel": 2, "weight_buffer": 64, "external_kv": 1, "vector_width": 4,
+              "kv_rows": kv_rows},
              STALLS,
              [9, 400, 17, 250], 2, seed=5)
 
@@ -176,13 +181,14 @@ def test_core_with_the_kv_cache_in_memory():
 def test_full_size_layer_token():
     """One Qwen2.5-0.5B layer at full dimensions (hidden 896, FFN 4864, 14 heads, 2 KV heads,
     random int8 weights): a prompt token, then a decode token whose greedy sample equals the
-    reference's, on the design chosen for the U280 at 300 MHz — four rows of 448 MACs a
-    1,792-byte weight beat (as wide as the stream), 7 heads in parallel, 32 scratchpad
-    elements a cycle, 4 entries a parameter beat (RMSNorm gains, row parameters), the KV cache
-    in memory, HBM latency 90 (the weight buffer shallower than the design's 4096)."""
+    reference's, on the units of the design chosen for the U280 at 300 MHz at half its width
+    (its 896 lanes double the build) — four rows of 448 MACs a 1,792-byte weight beat, 7 heads
+    in parallel, four key and value rows a cycle, 32 scratchpad elements a cycle, 8 entries a
+    parameter beat, the KV cache in memory, HBM latency 90 (the weight buffer shallower than
+    the design's)."""
     run_core({"preset": "test-0.5b-layer", "seed": 1, "lanes": 448, "stream_bytes": 1792,
-              "heads_parallel": 7, "weight_buffer": 512, "vector_width": 32, "param_width": 4,
-              "rows_per_beat": 4, "external_kv": 1},
+              "heads_parallel": 7, "weight_buffer": 512, "vector_width": 32, "param_width": 8,
+              "rows_per_beat": 4, "external_kv": 1, "kv_rows": 4},
              Stimulus(latency=90), [5, 77], 0, seed=4, cxx_opt="-O0")
 
 

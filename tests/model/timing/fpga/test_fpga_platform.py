@@ -1,5 +1,7 @@
 """Boards, the design chosen for a board, and the one-call draft latency."""
 
+from dataclasses import replace
+
 import pytest
 
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
@@ -35,10 +37,11 @@ def test_designs_fit_and_use_the_bandwidth_they_have():
 def test_draft_latency_grows_with_context_and_clock_matters():
     at_300 = [draft_ms_per_token("qwen2.5-0.5b", "u280-300", c) for c in (0, 1024, 4000)]
     assert at_300[0] < at_300[1] < at_300[2]
-    # where the attention dominates, cycles dominate: the 200 MHz design is slower (at context
-    # 0 both are bound by the HBM's ports, and the 200 MHz one has more of them for weights)
+    # where the attention grows, cycles count: the 200 MHz design is slower (at context 0 both
+    # are bound by the HBM: a 512-bit port carries 12.8 GB/s at 200 MHz, 13.3 at 300)
     at_200 = draft_ms_per_token("qwen2.5-0.5b", "u280-200", 4000)
-    assert at_200 > 1.25 * at_300[2]
+    assert at_200 > 1.2 * at_300[2]
+    assert draft_ms_per_token("qwen2.5-0.5b", "u280-200", 0) < 1.1 * at_300[0]
     # never faster than the HBM roofline of its own weight bytes
     roof = 1000 * Q05.decode_counts(0).weight_bytes / fpga_board("u280-300")\
         .usable_bandwidth_bytes_per_s
@@ -108,7 +111,12 @@ def test_a_batched_ingest_is_its_passes_and_a_batch_of_one_is_token_by_token():
 
 
 def test_the_batched_units_resources():
-    params = design_for(Q05, "u280-300")
+    # the design built for a batched ingest of four: the single design's 896 lanes would need
+    # more DSP slices than the board has, so it is the fastest that fits with the batch
+    single = design_for(Q05, "u280-300")
+    assert not batched_ingest_resources(Q05, single, 4).fits(BOARDS["u280-300"].resources)
+    params = replace(design_for(Q05, "u280-300", ingest_batch=4), ingest_batch=1)
+    assert params.lanes < single.lanes
     base = estimate_resources(Q05, params)
     assert batched_ingest_resources(Q05, params, 1) == base
     four = batched_ingest_resources(Q05, params, 4)
@@ -118,9 +126,9 @@ def test_the_batched_units_resources():
     assert four.dsp - base.dsp == macs + 18 * k
     assert four.lut - base.lut == 3 * 86 * macs
     # three more scratchpad banks of 424 rows of 512 bits (15 blocks each), and the gains'
-    # copy: 896 / 8 entries of 8 x 69 bits (16 blocks wide, one deep)
-    assert (params.vector_width, params.param_width) == (32, 8)
-    assert four.bram18k - base.bram18k == 3 * 15 + 16
+    # copy: 896 / 32 entries of 32 x 69 bits (62 blocks wide, one deep)
+    assert (params.vector_width, params.param_width) == (32, 32)
+    assert four.bram18k - base.bram18k == 3 * 15 + 62
     assert four.fits(BOARDS["u280-300"].resources)
 
 
@@ -138,16 +146,21 @@ def test_bad_batched_ingests():
 
 def test_the_scheduler_prices_a_batched_ingest_by_the_pass():
     """With four tokens a pass, a host token's ingest costs a quarter of a pass of four (within
-    the fit's 0.5 %), the decode is the design's own, and a run of 100 tokens after context 0
-    ingests in a third of the token-by-token time."""
+    the fit's 0.5 %), the decode is the batched design's own (the fastest design that fits
+    with the batch), and a run of 100 tokens after context 0 ingests in a third of the
+    token-by-token time."""
     single, batched = draft_timing("u280-300"), draft_timing("u280-300", ingest_batch=4)
     for n in (0, 700, 3000):
         assert batched.ingest_ms(4, n) == pytest.approx(
             batched_ingest_ms(Q05, "u280-300", n, 4, batch=4), rel=0.005)
-        assert batched.decode_ms(1, n) == single.decode_ms(1, n)
+        assert batched.decode_ms(1, n) == pytest.approx(
+            draft_ms_per_token(Q05, "u280-300", n, ingest_batch=4), rel=0.01)
     assert batched.ingest_ms(100, 0) < 0.35 * single.ingest_ms(100, 0)
     config = system_config("config2", fpga="rtl-u280-300-batch4")
     assert config.fpga == batched
-    with pytest.raises(ValueError, match=r"^a batched ingest of 4 does not fit u280-200: the "
-                                         r"design .* would need LUT 1,314,960 of 1,303,680"):
-        draft_timing("u280-200", ingest_batch=4)
+    # a board too small for any design with the batch
+    small = replace(BOARDS["u280-300"], name="small",
+                    resources=replace(BOARDS["u280-300"].resources, dsp=400))
+    with pytest.raises(ValueError, match=r"^no design for qwen2\.5-0\.5b with a batched ingest "
+                                         r"of 4 fits small$"):
+        design_for(Q05, small, ingest_batch=4)

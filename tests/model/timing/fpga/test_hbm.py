@@ -64,7 +64,8 @@ def _naive_plan(hbm, beat, clock, max_ports):
             largest = -(-beat // ports)
             if ports > beat:
                 continue
-            per_port = min(width / 8 * clock, hbm.channel_bytes_per_s * hbm.efficiency
+            port_clock = hbm.port_clock_hz or clock  # the ports' own clock, if they have one
+            per_port = min(width / 8 * port_clock, hbm.channel_bytes_per_s * hbm.efficiency
                            / hbm.ports_per_channel)
             options.append((w_index, ports, width, min(1.0, per_port / (largest * clock))))
     full = [o for o in options if o[3] >= 1.0]
@@ -82,7 +83,7 @@ def test_a_stream_plan_is_the_fewest_ports_at_full_rate_native_first(hbm, beat, 
     ports, width, rate = _naive_plan(hbm, beat, clock, max_ports)
     assert (plan.ports, plan.port_bits) == (ports, width)
     assert plan.beats_per_cycle == pytest.approx(rate)
-    assert plan.clock_crossing == (width != hbm.port_bits[0])
+    assert plan.clock_crossing == (width != hbm.port_bits[0] or hbm.port_clock_hz is not None)
     assert plan.bytes_per_s == pytest.approx(rate * beat * clock)
 
 
@@ -185,17 +186,25 @@ def test_a_spec_with_an_impossible_field_is_refused(field, value, match):
 
 
 def test_every_boards_design_streams_near_its_weight_ceiling():
-    """Each board's design fits its ports and its weight stream sustains at least 95 % of what
-    any weight stream could on the ports the narrow streams leave."""
+    """Each board's design time-shares its ports: the weights take every port and sustain at
+    least 95 % of what all of them carry; the parameters and the KV rows are on the same
+    ports. On ports of their own (the dedicated plan) the narrow streams would leave the
+    weights fewer ports, and the weights would sustain at most the ceiling of those."""
     for name, board in BOARDS.items():
         params = design_for(Q05, board)
         plan = memory_plan(Q05, board, params)
-        ceiling = weight_ceiling_bytes_per_s(board.hbm, board.clock_hz, kv_row_bytes=64,
+        assert plan.shared and plan.ports_used == board.hbm.ports
+        weights = plan.stream("weights")
+        assert weights.ports == board.hbm.ports
+        roofline = roofline_bytes_per_s(board.hbm, board.clock_hz)
+        assert 0.95 * roofline <= weights.bytes_per_s <= roofline * 1.000001, name
+        assert plan.stream("params").shared and plan.stream("kv_rows").shared
+        assert board.usable_bandwidth_bytes_per_s == roofline
+        dedicated = memory_plan(Q05, board, params, shared=False)
+        ceiling = weight_ceiling_bytes_per_s(board.hbm, board.clock_hz,
+                                             kv_row_bytes=64 * params.kv_rows,
                                              param_width=params.param_width)
-        assert 0.95 * ceiling <= plan.stream("weights").bytes_per_s <= ceiling * 1.000001, name
-        assert plan.ports_used <= board.hbm.ports
-        assert board.usable_bandwidth_bytes_per_s == roofline_bytes_per_s(board.hbm,
-                                                                           board.clock_hz)
+        assert dedicated.stream("weights").bytes_per_s <= ceiling * 1.000001 < roofline
 
 
 def test_the_timing_model_slows_with_the_streams_rate_where_it_is_stream_bound():
@@ -217,15 +226,66 @@ def test_the_timing_model_slows_with_the_streams_rate_where_it_is_stream_bound()
 
 
 def test_the_design_search_keeps_to_the_ports_it_has():
-    # 16 ports of 256 bits: params 1, the key and value rows 2, the weights at most 13 x 32 =
-    # 416 B a cycle whatever their beat
+    # 16 ports of 256 bits: time-shared, the weights at most 16 x 32 = 512 B a cycle whatever
+    # their beat; on ports of their own, params 1, the key and value rows 2 (a row a cycle)
+    # or more, the weights at most 13 x 32 = 416 B a cycle
     small = HbmSpec("small", 16, 10e9, 1.0, 1, (256,), 300e-9, 8 * 2**30, "test", "test")
     board = FpgaBoard("small-300", 300e6, small, BOARDS["u280-300"].resources, 60.0, "test")
     params = design_for(Q05, board)
     plan = memory_plan(Q05, board, params)
     weights = plan.stream("weights")
-    assert weights.ports <= 13 and plan.ports_used <= 16
-    assert weights.bytes_per_s <= 13 * 32 * 300e6 * 1.000001
+    assert weights.ports <= 16 and plan.ports_used <= 16
+    assert weights.bytes_per_s <= 16 * 32 * 300e6 * 1.000001
+    dedicated = memory_plan(Q05, board, params, shared=False).stream("weights")
+    assert dedicated.ports <= 13
+    assert dedicated.bytes_per_s <= 13 * 32 * 300e6 * 1.000001
+
+
+def test_the_time_shared_plan_puts_every_stream_on_every_port():
+    plan = plan_memory(U280_HBM, 300e6, 1792, kv_row_bytes=256, param_width=32, shared=True)
+    assert plan.shared and [s.stream for s in plan.streams] == ["params", "kv_rows", "weights"]
+    weights = plan.stream("weights")
+    # 32 ports of 512 bits, 56 B each: every pseudo-channel's achievable 13.28 GB/s
+    assert (weights.ports, weights.port_bits, weights.slice_bytes) == (32, 512, 56)
+    assert weights.bytes_per_s == pytest.approx(425e9)
+    assert weights.beats_per_cycle == pytest.approx(425e9 / (1792 * 300e6))
+    kv = plan.stream("kv_rows")
+    assert kv.shared and kv.ports == 32 and kv.beats_per_cycle == 1.0
+    assert "time-shared on the weights' ports" in kv.describe()
+    assert plan.ports_used == 32 and "(32 of 32 ports)" in plan.describe()
+    # the dedicated plan of the same streams: the rows take six ports, the parameters seven
+    dedicated = plan_memory(U280_HBM, 300e6, 1792, kv_row_bytes=256, param_width=32)
+    assert dedicated.stream("kv_rows").ports == 6 and dedicated.stream("weights").ports < 32
+
+
+def test_a_time_shared_stream_the_ports_cannot_carry_is_refused():
+    """More KV rows a cycle than all the ports carry: the stream, the need and the limit."""
+    with pytest.raises(HbmError, match=r"^kv_rows: u280-hbm2 cannot sustain its 65536-byte beat "
+                                       r"a cycle at 300 MHz on all 32 ports: it needs 19660\.8 "
+                                       r"GB/s, they carry at most 425\.0 GB/s$"):
+        plan_memory(U280_HBM, 300e6, 1792, kv_row_bytes=64 * 1024, shared=True)
+    with pytest.raises(HbmError, match=r"^kv_rows: u280-hbm2 cannot sustain its 65536-byte beat "
+                                       r"a cycle at 300 MHz on 31 port\(s\): it needs 19660\.8 "
+                                       r"GB/s, they carry at most"):
+        plan_memory(U280_HBM, 300e6, 1792, kv_row_bytes=64 * 1024)
+
+
+def test_the_v80_reaches_its_hbm_as_pg313_allows():
+    """256-bit HBM master units at most (512 refused), on a 400 MHz NoC-side clock: a port
+    carries 12.8 GB/s, more than its 11.8 GB/s share of a pseudo-channel, so the 64 ports
+    reach the HBM's achievable 757 GB/s at any kernel clock."""
+    assert V80_HBM.port_bits == (256,) and V80_HBM.port_clock_hz == 400e6
+    with pytest.raises(HbmError, match="port width 512 bits is not offered; the widths are 256"):
+        V80_HBM.port_bytes_per_s(512, 300e6)
+    share = 819e9 / 32 * (425 / 460) / 2
+    for clock in (200e6, 250e6, 300e6):
+        assert V80_HBM.port_bytes_per_s(256, clock) == pytest.approx(share)
+        assert roofline_bytes_per_s(V80_HBM, clock) == pytest.approx(64 * share)
+    plan = plan_memory(V80_HBM, 300e6, 3584, kv_row_bytes=256, param_width=32, shared=True)
+    weights = plan.stream("weights")
+    assert (weights.ports, weights.port_bits) == (64, 256) and weights.clock_crossing
+    assert "asynchronous crossing to a 400 MHz port clock" in weights.describe()
+    assert weights.bytes_per_s == pytest.approx(64 * share)
 
 
 def test_the_weight_ceiling_is_the_ports_the_narrow_streams_leave():
