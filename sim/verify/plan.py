@@ -50,7 +50,7 @@ class Stimulus:
         in front of the beat's assembly).
     shared_ports
         With ``weight_ports``: the parameters and an external KV cache's key and value rows
-        time-shared on the weights' ports (:class:`~heteroreason.sim.verify.tb.hbm_channels.
+        time-shared on the weights' ports (:class:`~heteroreason.sim.verify.tb.shared_ports.
         SharedPorts`, the memory plan's ``shared`` plan).
     shared_kv_ports
         An external KV cache's key and value rows on one set of ports, served in request order

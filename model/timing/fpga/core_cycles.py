@@ -23,7 +23,7 @@ interleaved into them (more stream beats to wait for); the other operators' byte
 gains, the SiLU table, the KV rows an attention reads and the KV write stores) are a debt the
 stream pays, in stream beats, before it delivers weights again, out of time the ports would
 otherwise spend on weights (free while the weight buffer is full: the ports would idle). The
-testbench's :class:`~heteroreason.sim.verify.tb.hbm_channels.SharedPorts` serves the RTL so.
+testbench's :class:`~heteroreason.sim.verify.tb.shared_ports.SharedPorts` serves the RTL so.
 
 All times are cycles; :meth:`CoreTiming.token_cycles` is the entry point for the core as
 built, and :func:`cycles_to_ms` turns cycles into milliseconds at a clock.
@@ -175,9 +175,10 @@ class CoreTiming:
         checks.integer("position", position, low=0, high=c.max_context - 1,
                        note="the model's context")
         out = []
+        entry_bits = PARAM_LAYOUT.size
         for _, op in token_operators(c.layers, keep_logits=keep_logits):
             per_beat = entries_per_param_beat(op.unit, p.param_width, p.rows_per_beat)
-            beat = -(-per_beat * PARAM_LAYOUT.size // 8)
+            beat = -(-per_beat * entry_bits // 8)
             if op.unit is Unit.MATVEC:
                 moved = getattr(c, op.rows) // per_beat * beat
             elif op.unit is Unit.NORM:

@@ -33,25 +33,17 @@ from heteroreason.model.timing.fpga.hbm import (
     plan_memory,
     roofline_bytes_per_s,
 )
+from heteroreason.model.timing.fpga.resources import (
+    Resources,
+    batched_ingest_resources,
+    estimate_resources,
+)
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.limits import MULTIPLE_LIMIT
 
 __all__ = ["BOARDS", "EDGE_GPUS", "EdgeGpu", "FpgaBoard", "Resources", "batched_ingest_ms",
            "batched_ingest_resources", "board_power", "design_for", "draft_ms_per_token",
            "draft_timing", "edge_gpu_ms_per_token", "estimate_resources", "fpga_board"]
-
-
-@dataclass(frozen=True)
-class Resources:
-    lut: int
-    ff: int
-    dsp: int
-    bram18k: int
-    uram: int
-
-    def fits(self, other: Resources) -> bool:
-        return all(getattr(self, f) <= getattr(other, f) for f in
-                   ("lut", "ff", "dsp", "bram18k", "uram"))
 
 
 @dataclass(frozen=True)
@@ -82,7 +74,7 @@ class FpgaBoard:
 # what the design search tries: rows a matrix-vector beat, weight-buffer depths (beats) and
 # key and value rows a cycle (:class:`DecoderParams`)
 ROWS_PER_BEAT = (1, 2, 4)
-WEIGHT_BUFFERS = (512, 1024, 2048, 4096)
+WEIGHT_BUFFERS = (512, 2048, 4096)
 KV_ROWS = (1, 2, 4, 8)
 # the clock, as a share of the board's, at which the design search breaks ties between designs
 # equally fast at the board's clock: 250 MHz for a 300 MHz board (the clock the U280's units
@@ -134,61 +126,6 @@ def board_power(name: str) -> DevicePower:
     return DevicePower(board.name, board.power_w, board.power_w,
                        f"{board.source}; idle: assumed equal to active (the design's clocks "
                        "run while it waits; no measurement of the board idle)")
-
-
-def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
-    """Resources of a DraftEngine for ``config`` with ``params`` (see the module docstring)."""
-    hd, hp, v = config.head_dim, params.heads_parallel, params.vector_width
-    macs, k, nr = params.beat_bytes, params.rows_per_beat, params.kv_rows
-    # MVU lanes (``lanes`` of each of ``rows_per_beat`` rows); score and value products; per
-    # extra vector lane a squarer (RMSNorm), a phase and two rotation products (RoPE), and an
-    # output requantizer (attention, ~4 slices); per extra RMSNorm gain lane its two scaling
-    # products and its requantizer: 8 slices (the 896-element norm synthesized at 1, 16 and 32
-    # gains: 40, 160 and 288 DSPs); per extra SwiGLU lane its product and requantizer: 5 slices
-    # (the unit synthesized at 1 and 2 lanes: 5 and 10 DSPs); per extra KV row a cycle, each
-    # head's score and value products again, its exponential's requantizer (2 slices) and its
-    # probability's three partial products (estimated, not synthesized)
-    multipliers = macs + 2 * hp * hd * nr + 5 * hp * (nr - 1) + 8 * (v - 1) + \
-        8 * (params.param_width - 1) + 5 * (k - 1)
-    # coefficients from two syntheses (Yosys synth_xilinx, UltraScale+): the test-small engine
-    # (16 MACs, 4 heads of 16: LUT 20,179, DSP 199, BRAM18K 78) and the 896-lane MVU alone
-    # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). Yosys
-    # maps each int8 product to a DSP slice.
-    dsp = multipliers + 55
-    buffer_bits = params.weight_buffer * macs * 8
-    score_bits = config.max_context * hp * 32
-    bram18k = math.ceil(buffer_bits / 18432) + math.ceil(score_bits / 18432) + 5
-    if not params.external_kv:
-        bram18k += math.ceil(2 * config.layers * config.kv_heads * config.max_context * hd * 8
-                             / 18432)
-    lut = 11_084 + 86 * macs + 60 * (multipliers - macs)
-    return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=0)
-
-
-def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
-                             batch: int) -> Resources:
-    """:func:`estimate_resources` of ``params`` built with ``ingest_batch=batch``: per extra
-    vector pair of the matrix-vector unit, a DSP slice per MAC lane (two vectors share one:
-    :data:`~heteroreason.rtl.decoder.mvu.PACKED_LOW_BITS`); per extra vector and row, a
-    requantizer of 6 slices; per extra vector and MAC lane, the 86 LUTs a lane of
-    :func:`estimate_resources` (its adder tree); per extra token, a scratchpad bank in block
-    RAM (18-Kbit blocks 36 bits wide and 512 deep), and one copy of a norm's gains.
-    Synthesized (Yosys synth_xilinx), the 64-lane unit goes from LUT 2,462, FF 5,440, DSP 70
-    at one vector to LUT 10,578, FF 19,470, DSP 152 at four: 42 LUTs and 73 flip-flops a lane
-    and extra vector, so the 86 is about twice what the narrow unit measures."""
-    checks.integer("batch", batch, low=1)
-    base = estimate_resources(config, params)
-    macs, k = params.beat_bytes, params.rows_per_beat
-    dsp = macs * (math.ceil(batch / 2) - 1) + 6 * k * (batch - 1)
-    lut = 86 * macs * (batch - 1)
-    c, v = config, params.vector_width
-    rows = (2 * c.hidden + 2 * c.q_dim + 2 * c.kv_dim + 2 * c.ffn) // v  # scratchpad rows
-    bank = math.ceil(16 * v / 36) * math.ceil(rows / 512)
-    gains = math.ceil(69 * params.param_width / 36) * math.ceil(c.hidden // params.param_width
-                                                                / 512)
-    bram = (batch - 1) * bank + (gains if batch > 1 else 0)
-    return Resources(lut=base.lut + lut, ff=base.ff + 73 * macs * (batch - 1),
-                     dsp=base.dsp + dsp, bram18k=base.bram18k + bram, uram=base.uram)
 
 
 def _divisors(n: int) -> list[int]:

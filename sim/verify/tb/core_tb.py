@@ -26,11 +26,11 @@ from heteroreason.sim.verify.tb.common import TbBase, plan, seeded_rng, stimulus
 from heteroreason.sim.verify.tb.hbm_channels import (
     HbmChannel,
     KvMemory,
-    SharedPorts,
     StripedChannel,
     packed_param_beats,
     packed_weight_beats,
 )
+from heteroreason.sim.verify.tb.shared_ports import SharedPorts
 from heteroreason.sim.verify.tb.streams import StreamSink, StreamSource
 
 

@@ -140,6 +140,7 @@ def test_core_with_wide_parameter_beats():
              STALLS, [9, 400, 17], 2, seed=7)
 
 
+@pytest.mark.slow
 def test_core_with_two_rows_a_beat():
     """Two rows a matrix-vector beat (32-byte weight beats from an 8-byte stream): two row
     parameters a parameter beat, two results a cycle into the scratchpad's spans, SwiGLU and
@@ -165,11 +166,13 @@ def test_core_with_more_layers_than_the_0_5b():
               "heads_parallel": 2, "weight_buffer": 256}, SMOOTH, [5, 77], 1, seed=6)
 
 
-@pytest.mark.parametrize("kv_rows", [pytest.param(1, marks=pytest.mark.slow), 4])
+@pytest.mark.slow
+@pytest.mark.parametrize("kv_rows", [1, 4])
 def test_core_with_the_kv_cache_in_memory(kv_rows):
     """The greedy tokens with the KV cache in memory and stalls on every stream; with four key
     and value rows a memory beat (the long-context designs' attention), the rows of a beat past
-    a job's length random bytes. (The same path at context 700: ``test_shared_ports.py``.)"""
+    a job's length random bytes. (The same path at context 700, CI: ``test_shared_ports_rtl.py``;
+    its bit-exactness in Amaranth's simulator: ``test_attention_amaranth.py``.)"""
     run_core({"preset": "test-small", "seed": 3, "lanes": 16, "stream_bytes": 16,
               "heads_parallel": 2, "weight_buffer": 64, "external_kv": 1, "vector_width": 4,
               "kv_rows": kv_rows},

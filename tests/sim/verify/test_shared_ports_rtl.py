@@ -1,5 +1,5 @@
 """Every stream time-shared on the weights' HBM ports (the memory plan's ``shared`` plan): the
-testbench's :class:`~heteroreason.sim.verify.tb.hbm_channels.SharedPorts` serving the decoder
+testbench's :class:`~heteroreason.sim.verify.tb.shared_ports.SharedPorts` serving the decoder
 core's RTL, against the timing model that prices it, and the reference's tokens through it."""
 
 import pytest
