@@ -144,10 +144,11 @@ def test_bench_decoder_reports_utilization():
     proc = run("bench_decoder.py", "--latency", "-1")
     assert proc.returncode == 2 and "--latency must be a non-negative integer" in proc.stderr
     # the weights on a board's memory plan: the tiny core's 8-byte stream fits one U280 port,
-    # which carries a beat a cycle: the memory's rate is a beat
+    # which carries a beat a cycle: the memory's rate is a beat; the parameters time-shared on it
     proc = run("bench_decoder.py", "--configs", "tiny", "--contexts", "40", "--board", "u280-300")
     assert proc.returncode == 0, proc.stderr
-    assert "tiny on u280-300's memory plan: params: 9 B/beat over 1 x 256-bit port" in proc.stderr
+    assert "tiny on u280-300's memory plan: params: 9 B/beat time-shared on the weights' ports" \
+        in proc.stderr and "weights: 8 B/beat over 1 x 256-bit port" in proc.stderr
     row = next(line.split() for line in proc.stdout.splitlines()
                if line.split()[:1] == ["tiny"])
     assert float(row[7]) == float(row[8])
