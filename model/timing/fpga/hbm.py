@@ -254,17 +254,23 @@ class MemoryPlan:
             f" ({self.ports_used} of {self.hbm.ports} ports)"
 
 
+def _narrow_beats(kv_row_bytes: int, param_width: int) -> list[tuple[str, int]]:
+    """The narrow streams and their beats' bytes: the parameters, and the key and value rows
+    when the KV cache is in memory (``kv_row_bytes`` > 0)."""
+    checks.integer("kv_row_bytes", kv_row_bytes, low=0, error=HbmError)
+    narrow = [("params", param_beat_bytes(param_width))]
+    if kv_row_bytes:
+        narrow.append(("kv_rows", kv_row_bytes))
+    return narrow
+
+
 def _narrow_streams(hbm: HbmSpec, clock_hz: float, kv_row_bytes: int,
                     param_width: int) -> list[PortPlan]:
     """The ports of the parameter stream and of the key and value rows (one stream: see the
     module's docstring), each at a beat a cycle."""
-    checks.integer("kv_row_bytes", kv_row_bytes, low=0, error=HbmError)
     left = hbm.ports
-    narrow = [("params", param_beat_bytes(param_width))]
-    if kv_row_bytes:
-        narrow.append(("kv_rows", kv_row_bytes))
     streams = []
-    for name, beat in narrow:
+    for name, beat in _narrow_beats(kv_row_bytes, param_width):
         plan = plan_stream(hbm, name, beat, clock_hz, left, fewest_ports=True)
         if plan.beats_per_cycle < 1.0:
             raise HbmError(f"{name}: {hbm.name} cannot sustain its {beat}-byte beat a cycle at "
@@ -297,13 +303,9 @@ def plan_memory(hbm: HbmSpec, clock_hz: float, stream_bytes: int, *, kv_row_byte
         left = hbm.ports - sum(s.ports for s in streams)
         streams.append(plan_stream(hbm, "weights", stream_bytes, clock_hz, left))
         return MemoryPlan(hbm, clock_hz, tuple(streams))
-    checks.integer("kv_row_bytes", kv_row_bytes, low=0, error=HbmError)
     weights = plan_stream(hbm, "weights", stream_bytes, clock_hz, hbm.ports)
-    narrow = [("params", param_beat_bytes(param_width))]
-    if kv_row_bytes:
-        narrow.append(("kv_rows", kv_row_bytes))
     streams = []
-    for name, beat in narrow:
+    for name, beat in _narrow_beats(kv_row_bytes, param_width):
         # what the weights' ports carry at most, if the stream had them alone
         total = hbm.ports * hbm.port_bytes_per_s(weights.port_bits, clock_hz)
         rate = min(1.0, total / (beat * clock_hz))
