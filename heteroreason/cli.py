@@ -60,6 +60,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("rtl-checks", "rtl_checks", "run_rtl_checks.py"),
     Command("timing", "timing", "timing_report.py"),
     Command("calibrate", "calibrate", "calibrate.py"),
+    Command("fit", "fit", "fit_report.py"),
     Command("numerics", "numerics", "numerics_report.py"),
     Command("bench decoder", "bench_decoder", "bench_decoder.py"),
     Command("bench fleet", "bench_fleet", "bench_fleet.py"),

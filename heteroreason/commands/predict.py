@@ -38,6 +38,7 @@ from heteroreason.model.spec.numerics.qwen2_config import PRESETS, qwen2_config
 from heteroreason.model.timing.device_timing import PAPER_U280, timing
 from heteroreason.model.timing.fpga.calibration import CalibrationError, load_calibration
 from heteroreason.model.timing.fpga.clock_basis import clock_basis, ecp5_basis
+from heteroreason.model.timing.fpga.fit import load_fit_evidence
 from heteroreason.model.timing.fpga.hbm import HbmError, weight_ceiling_bytes_per_s
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
@@ -50,6 +51,7 @@ from heteroreason.model.timing.fpga.platform import (
     estimate_resources,
     memory_plan,
 )
+from heteroreason.model.timing.fpga.resources import Resources
 
 
 def paper_u280_ms(context: int) -> float:
@@ -80,24 +82,67 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _synthesized(b: str, params):
+    """The design's synthesized totals (the fit evidence, when it holds this design of this
+    RTL), or None."""
+    try:
+        evidence = load_fit_evidence()
+    except InputError:
+        return None
+    fit = evidence.design(b)
+    if evidence.stale or fit is None or fit.design.params != params:
+        return None
+    return Resources(**fit.total)
+
+
 def _print_designs(config, designs: dict) -> tuple[list[str], list[list]]:
-    """Each board's chosen design and its resources."""
+    """Each board's chosen design and its resources: synthesized where the fit evidence holds
+    the design, estimated (the design search's formulas) otherwise."""
     rows = []
     for b, params in designs.items():
         board = BOARDS[b]
-        need = estimate_resources(config, params)
+        synthesized = _synthesized(b, params)
+        need = synthesized or estimate_resources(config, params)
         have = board.resources
         rows.append([b, f"{board.clock_hz / 1e6:.0f}", params.beat_bytes, params.rows_per_beat,
                      params.stream_bytes, params.heads_parallel, params.vector_width,
                      params.param_width, params.weight_buffer, params.kv_rows,
-                     f"{need.lut:,}/{have.lut:,}",
-                     f"{need.dsp:,}/{have.dsp:,}", f"{need.bram18k:,}/{have.bram18k:,}",
+                     f"{need.lut:,}/{have.lut:,}", f"{need.dsp:,}/{have.dsp:,}",
+                     f"{need.bram18k:,}/{have.bram18k:,}", f"{need.uram:,}/{have.uram:,}",
+                     "synthesized (core)" if synthesized else "estimated",
                      "yes" if need.fits(have) else "NO"])
     header = ["board", "MHz", "MACs/cycle", "rows/beat", "stream B/cycle", "heads ||",
               "vector width", "gains/beat", "weight buffer", "KV rows/cycle", "LUT", "DSP",
-              "BRAM18K", "fits"]
+              "BRAM18K", "URAM", "resources", "fits the device"]
     print(format_table(header, rows))
+    _print_fit(designs)
     return header, rows
+
+
+def _print_fit(designs: dict) -> None:
+    """Each design against its board from synthesis, per SLR (``heteroreason fit``)."""
+    try:
+        evidence = load_fit_evidence()
+    except InputError as exc:
+        print(f"fit from synthesis: no evidence ({exc})")
+        return
+    print("fit from synthesis, per SLR (heteroreason fit; model/timing/fpga/data/"
+          "fit_evidence.json" + (", STALE: from other RTL" if evidence.stale else "") + "):")
+    for b, params in designs.items():
+        fit = evidence.design(b)
+        if fit is None or fit.design.params != params:
+            print(f"  {b}: this design is not synthesized (heteroreason fit --synthesize)")
+            continue
+        plan = fit.floorplan(b)
+        if plan is None:
+            have = BOARDS[b].resources
+            print(f"  {b}: no SLR data; the device: " + ", ".join(
+                f"{r.upper()} {fit.total[r]:,}/{getattr(have, r):,}"
+                for r in ("lut", "dsp", "bram18k", "uram")))
+        elif plan.fits:
+            print(f"  {b}: fits every SLR within the failfast guidelines (not placed or routed)")
+        else:
+            print(f"  {b}: DOES NOT FIT: " + "; ".join(plan.over))
 
 
 def _print_memory(config, designs: dict) -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "seeded_model",
     "verilog_text",
     "write_verilog",
+    "zero_memory_init_omitted",
 ]
 
 # the Amaranth backend patched by ``_zero_memory_init_omitted``: one export at a time
@@ -336,6 +337,9 @@ def _zero_memory_init_omitted() -> Iterator[None]:
             yield
         finally:
             emitter.emit_memory = original
+
+
+zero_memory_init_omitted = _zero_memory_init_omitted
 
 
 def write_verilog(component: wiring.Component, name: str, out_dir: Path, *,

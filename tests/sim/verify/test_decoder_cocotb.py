@@ -181,6 +181,7 @@ def test_core_with_the_kv_cache_in_memory(kv_rows):
 
 
 @pytest.mark.slow
+@pytest.mark.fullsize
 def test_full_size_layer_token():
     """One Qwen2.5-0.5B layer at full dimensions (hidden 896, FFN 4864, 14 heads, 2 KV heads,
     random int8 weights): a prompt token, then a decode token whose greedy sample equals the

@@ -1,0 +1,309 @@
+"""A design synthesized for UltraScale+ with its hierarchy kept: resources per unit, the bits
+between units, the largest nets by load, and whether each unit's ports are registered.
+
+One synthesis of the whole top (``synth_xilinx -family xcup -noiopad -uram``, not flattened)
+gives every unit, the children of the top as Amaranth names them (``mvu``, ``att``, ``wbuf``,
+...), its own module. Its cells, summed over its own children, are the unit's resources; the
+top's own cells are the ``glue`` (sequencer, scratchpads, sinks). The netlist, written as BLIF
+with the primitives' port directions, is read twice as a stream (its size grows with the design:
+no whole netlist is held in memory) for:
+
+* the top's nets between units: for each set of units a net joins, its bits, its driver and
+  which ends are not flip-flops (the floorplan prices what crosses an SLR boundary, and what
+  crosses unregistered, from these);
+* each net's loads, flattened: a load inside a child counts as the child's loads of that port
+  (a unit's ready signal that reaches 3,584 lanes counts 3,584, not 1); the clock, which a
+  global buffer drives, is left out;
+* each unit's ports: how many bits arrive straight into flip-flops' D inputs and leave straight
+  from flip-flops' Q outputs (a crossing registered on both sides needs both).
+
+What this is not: Yosys's mapping, not Vivado's (Yosys leaves the DSP slices' A/B/M/P registers
+as flip-flops, so its flip-flop count is an upper bound); no placement, no routing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from heteroreason.sim.flow.synth import SynthesizedResources, summarize_cells
+
+__all__ = ["GLUE", "PORTS", "HierarchySynthesis", "Link", "NetLoad", "PortRegistration",
+           "read_hierarchy", "synthesize_hierarchy"]
+
+GLUE = "glue"    # the top's own cells
+PORTS = "ports"  # the top's ports (the memory, the host)
+_FF = ("FDRE", "FDSE", "FDCE", "FDPE")
+_BIT = re.compile(r"^(.*)\[(\d+)\]$")
+
+
+@dataclass(frozen=True)
+class NetLoad:
+    """A net of the flattened design and its loads (the module it is named in)."""
+
+    module: str
+    net: str
+    loads: int
+    driver: str  # the driving cell's type, or "input" for a module's port
+
+
+@dataclass(frozen=True)
+class Link:
+    """A kind of net of the top: the units it joins (GLUE and PORTS among them), the one
+    that drives it, whether that driver is a flip-flop, and the units whose loads on it are
+    not all flip-flops' D inputs (a crossing is registered on both sides when its driver is
+    and no unit across the boundary is among these)."""
+
+    units: frozenset
+    driver: str
+    driver_registered: bool
+    unregistered_loads: frozenset
+
+
+@dataclass(frozen=True)
+class PortRegistration:
+    """A unit's port bits: how many of its inputs go only into flip-flops' D inputs and how
+    many of its outputs come straight from a flip-flop."""
+
+    inputs: int
+    registered_inputs: int
+    outputs: int
+    registered_outputs: int
+
+
+@dataclass(frozen=True)
+class HierarchySynthesis:
+    """What :func:`synthesize_hierarchy` measured of one top."""
+
+    top: str
+    units: Mapping[str, SynthesizedResources]
+    total: SynthesizedResources
+    links: Mapping[Link, int]  # the bits of each kind of net between units
+    largest_nets: tuple[NetLoad, ...]
+    registration: Mapping[str, PortRegistration]
+
+
+def synthesize_hierarchy(rtlil_file: Path, top: str, *, yosys: str = "yosys",
+                         timeout_s: float = 7200, keep: int = 20) -> HierarchySynthesis:
+    """Synthesize ``rtlil_file`` (Amaranth's RTLIL of ``top``) with the native ``yosys`` and
+    read it back (``keep``: how many of the largest nets to report)."""
+    rtlil_file = Path(rtlil_file).resolve()
+    work = rtlil_file.parent
+    script = (f"read_rtlil {rtlil_file.name}; "
+              f"synth_xilinx -family xcup -noiopad -uram -top {top}; "
+              f"tee -q -o {top}.stat.json stat -json; write_blif -blackbox -conn {top}.blif")
+    try:
+        proc = subprocess.run([yosys, "-q", "-p", script], cwd=work, capture_output=True,
+                              text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{yosys} did not finish {rtlil_file.name} within "
+                           f"{timeout_s:g} s") from None
+    except OSError as exc:
+        raise RuntimeError(f"cannot run {yosys}: {exc}") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"{yosys} failed on {rtlil_file.name}:\n"
+                           f"{(proc.stdout + proc.stderr)[-3000:]}")
+    return read_hierarchy(work / f"{top}.stat.json", work / f"{top}.blif", top, keep=keep)
+
+
+def _stat_modules(stat_file: Path) -> dict[str, dict[str, int]]:
+    """Each module's own cells by type from Yosys's ``stat -json`` (Yosys 0.23 prints the
+    hierarchy's lines into the JSON; they are left out)."""
+    import json
+    text = "\n".join(line for line in Path(stat_file).read_text().splitlines()
+                     if not re.fullmatch(r"\s+[^\"\s:{}]+\s+\d+\s*", line))
+    modules = json.loads(text)["modules"]
+    return {name.lstrip("\\"): dict(m["num_cells_by_type"]) for name, m in modules.items()}
+
+
+def _unit_resources(modules: Mapping[str, Mapping[str, int]], top: str
+                    ) -> tuple[dict[str, SynthesizedResources], SynthesizedResources]:
+    def flat(name: str) -> dict[str, int]:
+        cells: dict[str, int] = defaultdict(int)
+        for cell, n in modules[name].items():
+            if cell in modules:
+                for c, m in flat(cell).items():
+                    cells[c] += n * m
+            else:
+                cells[cell] += n
+        return cells
+
+    own = {c: n for c, n in modules[top].items() if c not in modules}
+    units = {GLUE: summarize_cells(own)}
+    for child in modules[top]:
+        if child in modules:
+            units[child.removeprefix(top + ".")] = summarize_cells(flat(child))
+    return units, summarize_cells(flat(top))
+
+
+def _statements(blif: Path) -> Iterator[list[str]]:
+    """The BLIF's statements, continuation lines joined, split into words."""
+    pending = ""
+    with open(blif) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.endswith("\\"):
+                pending += line[:-1] + " "
+                continue
+            words = (pending + line).split()
+            pending = ""
+            if words and not words[0].startswith("#"):
+                yield words
+
+
+def _ports(blif: Path) -> dict[str, tuple[set[str], set[str], bool]]:
+    """Each model's input and output pins and whether it is a black box (a primitive)."""
+    models: dict[str, tuple[set[str], set[str], bool]] = {}
+    name = None
+    for words in _statements(blif):
+        if words[0] == ".model":
+            name = words[1]
+            models[name] = (set(), set(), False)
+        elif words[0] == ".inputs":
+            models[name][0].update(words[1:])
+        elif words[0] == ".outputs":
+            models[name][1].update(words[1:])
+        elif words[0] == ".blackbox":
+            models[name] = (*models[name][:2], True)
+    return models
+
+
+class _Module:
+    """One module's nets: aliases joined, and each net's drivers and loads as (cell type,
+    pin) pairs (a child's pin: its model and pin name)."""
+
+    def __init__(self, inputs: set[str], outputs: set[str]):
+        self.parent: dict[str, str] = {}
+        self.drivers: dict[str, list] = defaultdict(list)
+        self.loads: dict[str, list] = defaultdict(list)
+        self.inputs, self.outputs = inputs, outputs
+
+    def find(self, net: str) -> str:
+        root = net
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while net != root:
+            self.parent[net], net = root, self.parent[net]
+        return root
+
+    def join(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def _modules(blif: Path, ports) -> dict[str, _Module]:
+    modules: dict[str, _Module] = {}
+    current = None
+    for words in _statements(blif):
+        head = words[0]
+        if head == ".model":
+            current = None if ports[words[1]][2] else _Module(*ports[words[1]][:2])
+            if current is not None:
+                modules[words[1]] = current
+        elif current is None:
+            continue
+        elif head == ".conn" or (head == ".names" and len(words) == 3):
+            current.join(words[1], words[2])  # an alias, or a buffer ``.names a b`` / ``1 1``
+        elif head == ".subckt":
+            kind = words[1]
+            outs = ports[kind][1]
+            for pin_net in words[2:]:
+                pin, _, net = pin_net.partition("=")
+                if net in ("$false", "$true", "$undef"):
+                    continue
+                (current.drivers if pin in outs else current.loads)[net].append((kind, pin))
+    for module in modules.values():  # aliases share one name: the root's
+        for table in (module.drivers, module.loads):
+            merged: dict[str, list] = defaultdict(list)
+            for net, pins in table.items():
+                merged[module.find(net)].extend(pins)
+            table.clear()
+            table.update(merged)
+    return modules
+
+
+def read_hierarchy(stat_file: Path, blif: Path, top: str, *, keep: int = 20
+                   ) -> HierarchySynthesis:
+    """:class:`HierarchySynthesis` of a synthesized ``top`` from its ``stat -json`` and its
+    ``write_blif -blackbox -conn`` output."""
+    units, total = _unit_resources(_stat_modules(stat_file), top)
+    ports = _ports(blif)
+    modules = _modules(blif, ports)
+    fanout: dict[tuple[str, str], int] = {}
+
+    def pin_loads(kind: str, pin: str) -> int:
+        """Loads behind a child's input pin, flattened (a primitive's pin is one)."""
+        if kind not in modules:
+            return 1
+        key = (kind, pin)
+        if key not in fanout:
+            child = modules[kind]
+            fanout[key] = sum(pin_loads(k, p) for k, p in child.loads.get(child.find(pin), []))
+        return fanout[key]
+
+    def only_flip_flops(kind: str, pin: str) -> bool:
+        if kind not in modules:
+            return kind in _FF and pin == "D"
+        child = modules[kind]
+        loads = child.loads.get(child.find(pin), [])
+        return bool(loads) and all(only_flip_flops(k, p) for k, p in loads)
+
+    def from_flip_flop(kind: str, pin: str) -> bool:
+        if kind not in modules:
+            return kind in _FF and pin == "Q"
+        child = modules[kind]
+        drivers = child.drivers.get(child.find(pin), [])
+        return len(drivers) == 1 and from_flip_flop(*drivers[0])
+
+    largest: list[NetLoad] = []
+    for name, module in modules.items():
+        clocks = {module.find(p) for p in module.inputs if p == "clk"}
+        for net, pins in module.loads.items():
+            if net in clocks or any(k.startswith("BUFG") for k, _ in module.drivers.get(net, [])):
+                continue  # a clock: a global buffer's, not a routed net's, fanout
+            n = sum(pin_loads(k, p) for k, p in pins)
+            drivers = module.drivers.get(net, [])
+            largest.append(NetLoad(name, net, n, drivers[0][0] if drivers else "input"))
+        largest.sort(key=lambda x: (-x.loads, x.module, x.net))
+        del largest[keep:]
+
+    prefix = top + "."
+    top_module = modules[top]
+    links: dict[Link, int] = defaultdict(int)
+    nets = set(top_module.drivers) | set(top_module.loads)
+    top_ports = {top_module.find(p) for p in top_module.inputs | top_module.outputs}
+
+    def end(kind: str) -> str:
+        return kind.removeprefix(prefix) if kind in modules else GLUE
+
+    for net in nets:
+        drivers, loads = top_module.drivers.get(net, []), top_module.loads.get(net, [])
+        if any(k.startswith("BUFG") for k, _ in drivers + loads):
+            continue  # the clock, into or out of its global buffer: no SLL carries it
+        ends = {end(k) for k, _ in drivers + loads}
+        if net in top_ports:
+            ends.add(PORTS)
+        if len(ends) < 2:
+            continue
+        # the driving side: a top input is the memory's or the host's (registered outside)
+        driver = end(drivers[0][0]) if drivers else PORTS
+        driver_registered = not drivers or all(from_flip_flop(k, p) for k, p in drivers)
+        unregistered = frozenset(end(k) for k, p in loads if not only_flip_flops(k, p))
+        links[Link(frozenset(ends), driver, driver_registered, unregistered)] += 1
+
+    registration = {}
+    for unit in units:
+        if unit == GLUE:
+            continue
+        kind = prefix + unit
+        ins, outs, _ = ports[kind]
+        ins = {p for p in ins if p not in ("clk", "rst")}
+        registration[unit] = PortRegistration(
+            len(ins), sum(only_flip_flops(kind, p) for p in ins),
+            len(outs), sum(from_flip_flop(kind, p) for p in outs))
+    return HierarchySynthesis(top, units, total, dict(links), tuple(largest), registration)

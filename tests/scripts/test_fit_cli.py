@@ -1,0 +1,97 @@
+"""`heteroreason fit`, run as a user would: the committed evidence per board, bad options and
+files refused with exit status 2, and (slow) the small case synthesized and placed."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fit(*args):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "fit_report.py"),
+                           *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+
+
+EVIDENCE = ROOT / "model/timing/fpga/data/fit_evidence.json"
+
+
+def committed(name):
+    return any(d["name"] == name for d in json.loads(EVIDENCE.read_text())["designs"])
+
+
+def test_the_boards_designs_from_the_committed_evidence():
+    proc = fit()
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    if committed("u280-300"):
+        assert out.startswith(("u280-300: fits", "u280-300: DOES NOT FIT"))
+        assert "decoder_core of qwen2.5-0.5b on u280-300: 896 lanes x 4 rows" in out
+        assert "SLR0-SLR1:" in out and "the analytic estimate" in out
+    else:
+        assert out.startswith("u280-300: not synthesized: ")
+        assert "run heteroreason fit --synthesize --board u280-300 --write-evidence" in out
+    if committed("v80"):
+        assert "v80: not checked per SLR (no SLR data for v80)" in out
+    else:
+        assert "v80: not synthesized: " in out
+
+
+def test_the_small_case_from_the_committed_evidence():
+    proc = fit("--case", "small")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("small: ")
+    assert "decoder_core of test-small on u280-300" in proc.stdout
+    assert "SLR0-SLR1: 0 bits cross" in proc.stdout
+
+
+def test_check_fails_on_a_design_that_does_not_fit():
+    proc = fit("--check", "--board", "u280-300")
+    verdict_fits = proc.stdout.startswith("u280-300: fits")
+    assert proc.returncode == (0 if verdict_fits else 1), proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--write-evidence", "x.json"], "--write-evidence needs --synthesize"),
+    (["--case", "small", "--board", "v80"], "--case and --board"),
+    (["--board", "u250"], "invalid choice: 'u250'"),
+    (["--evidence", "/nonexistent/fit.json"], "no fit evidence"),
+    (["--synthesize", "--yosys", "/nonexistent/yosys"], "no native Yosys"),
+    (["--reread"], "--reread needs --synthesize and --work"),
+    (["--synthesize", "--reread", "--work", "/nonexistent/w"], "no record of a synthesis"),
+])
+def test_bad_options_exit_2(args, message):
+    proc = fit(*args)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_evidence_without_the_design_asked_for(tmp_path):
+    obj = json.loads(EVIDENCE.read_text())
+    obj["designs"] = [d for d in obj["designs"] if d["name"] != "v80"]
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(obj))
+    proc = fit("--evidence", path, "--board", "v80", "--check")
+    assert proc.returncode == 1
+    assert proc.stdout.startswith(f"v80: not synthesized: {path} holds no design of that name")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("yosys") is None, reason="no native yosys")
+def test_the_small_case_synthesized_and_placed(tmp_path):
+    """The case CI synthesizes (the test-small core, about three minutes of Yosys): its
+    units add up and it all goes beside the U280's HBM, in SLR0."""
+    out = tmp_path / "fit.json"
+    proc = fit("--synthesize", "--case", "small", "--work", tmp_path / "work",
+               "--write-evidence", out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("small: ")
+    assert "decoder_core of test-small on u280-300" in proc.stdout
+    assert "SLR0-SLR1: 0 bits cross" in proc.stdout  # it all fits beside the HBM
+    design = json.loads(out.read_text())["designs"][0]
+    for r in ("lut", "ff", "dsp", "bram18k", "uram", "carry"):
+        assert sum(u[r] for u in design["units"].values()) == design["total"][r]
+    assert {"mvu", "att", "wbuf", "glue"} <= set(design["units"])
