@@ -199,7 +199,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         text = evidence_json(records, rtl_hash=rtl_hash(), rtl_revision=git_revision())
         if target is not None:
             write_evidence(target, text)
-            print(f"wrote {target}")
         evidence_path = target or Path("(this run)")
     else:
         evidence_path = args.evidence
@@ -221,6 +220,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             fits = False
             continue
         fits &= report(fit, board, stale=evidence.stale)
+    if args.synthesize and target is not None:
+        print(f"wrote {target}")
     print(f"evidence: {evidence_path} (RTL {evidence.rtl_hash[:12]}, revision "
           f"{evidence.rtl_revision[:12]}; {evidence.method})")
     if evidence.stale:
