@@ -23,6 +23,7 @@ as flip-flops, so its flip-flop count is an upper bound); no placement, no routi
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections import defaultdict
@@ -113,7 +114,6 @@ def synthesize_hierarchy(rtlil_file: Path, top: str, *, yosys: str = "yosys",
 def _stat_modules(stat_file: Path) -> dict[str, dict[str, int]]:
     """Each module's own cells by type from Yosys's ``stat -json`` (Yosys 0.23 prints the
     hierarchy's lines into the JSON; they are left out)."""
-    import json
     text = "\n".join(line for line in Path(stat_file).read_text().splitlines()
                      if not re.fullmatch(r"\s+[^\"\s:{}]+\s+\d+\s*", line))
     modules = json.loads(text)["modules"]
