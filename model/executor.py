@@ -6,17 +6,25 @@ Work goes out in chunks of points, one task per chunk, and comes back in submiss
 results are identical whichever executor ran them. An executor given ``progress`` calls it with
 ``(chunks done, chunks)`` as a map starts and as each chunk completes (in completion order on
 Dask): what a progress bar needs.
+
+Searches whose next point depends on the last one's result (a capacity search's doubling and
+bisection) go out one evaluation at a time (:func:`run_searches`): every search advances at once,
+so the workers stay busy to the end instead of each holding one search; a search may name the
+points it is likely to ask for next (:class:`Ask`), which a worker otherwise idle evaluates
+ahead. A search asks for the same points whichever executor runs it, so its answer is the same.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import NamedTuple
 
 from heteroreason.model import checks
 
-__all__ = ["SCHEDULER_ENV", "chunks", "executor", "run_chunked"]
+__all__ = ["SCHEDULER_ENV", "Ask", "chunks", "drive", "executor", "run_chunked",
+           "run_searches"]
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 
@@ -34,6 +42,28 @@ def _run_chunk(fn: Callable, chunk: list) -> list:
 Progress = Callable[[int, int], None]
 
 
+class Ask(NamedTuple):
+    """What a search yields: the point it needs evaluated now, and the points it is likely to
+    ask for next (evaluated ahead only by a worker that would otherwise idle; hashable, so that
+    a later ask finds them)."""
+
+    point: Hashable
+    ahead: tuple = ()
+
+
+Search = Generator[Ask, object, object]
+
+
+def drive(search: Search, fn: Callable):
+    """Run one search to its answer here, evaluating each point it asks for with ``fn``."""
+    try:
+        ask = next(search)
+        while True:
+            ask = search.send(fn(ask.point))
+    except StopIteration as stop:
+        return stop.value
+
+
 class _Serial:
     def __init__(self, progress: Progress | None = None):
         self.progress = progress
@@ -46,6 +76,16 @@ class _Serial:
             out.append(_run_chunk(fn, chunk))
         if self.progress:
             self.progress(len(chunked), len(chunked))
+        return out
+
+    def searches(self, fn: Callable, searches: list[Search]) -> list:
+        out = []
+        for done, search in enumerate(searches):
+            if self.progress:
+                self.progress(done, len(searches))
+            out.append(drive(search, fn))
+        if self.progress:
+            self.progress(len(searches), len(searches))
         return out
 
 
@@ -63,6 +103,73 @@ class _Dask:
             for done, _ in enumerate(as_completed(futures), 1):
                 self.progress(done, len(futures))
         return self.client.gather(futures)
+
+    def searches(self, fn: Callable, searches: list[Search]) -> list:
+        """Advance every search at once: a task per point asked for; while fewer tasks run than
+        the cluster has threads, the points the searches expect to ask for next."""
+        from distributed import as_completed
+
+        slots = max(1, sum(self.client.nthreads().values()))
+        futures: dict = {}  # point -> future, asked or evaluated ahead
+        waiting: dict = {}  # future -> the searches waiting for it
+        asks: list = [None] * len(searches)
+        answers: list = [None] * len(searches)
+        running = as_completed()
+        done = 0
+
+        def submit(point):
+            if point not in futures:
+                future = self.client.submit(fn, point, pure=False)
+                futures[point] = future
+                running.add(future)
+            return futures[point]
+
+        def advance(k: int, result=None, first=False) -> None:
+            nonlocal done
+            try:
+                ask = next(searches[k]) if first else searches[k].send(result)
+            except StopIteration as stop:
+                answers[k], asks[k] = stop.value, None
+                done += 1
+                if self.progress:
+                    self.progress(done, len(searches))
+                return
+            asks[k] = ask
+            future = submit(ask.point)
+            if future.done():  # evaluated ahead: the search goes on at once
+                advance(k, future.result())
+            else:
+                waiting.setdefault(future, []).append(k)
+
+        def fill() -> None:
+            busy = sum(1 for f in futures.values() if not f.done())
+            for ask in asks:
+                for point in () if ask is None else ask.ahead:
+                    if busy >= slots:
+                        return
+                    if point not in futures:
+                        submit(point)
+                        busy += 1
+
+        if self.progress:
+            self.progress(0, len(searches))
+        try:
+            for k in range(len(searches)):
+                advance(k, first=True)
+            fill()
+            for future in running:
+                for k in waiting.pop(future, ()):
+                    advance(k, future.result())
+                # a point no search asks for any more is forgotten
+                wanted = {ask.point for ask in asks if ask is not None} | \
+                    {p for ask in asks if ask is not None for p in ask.ahead}
+                for point in [p for p in futures if p not in wanted]:
+                    futures.pop(point).cancel()
+                fill()
+        finally:
+            for future in futures.values():
+                future.cancel()
+        return answers
 
 
 def _reachable(address: str) -> None:
@@ -126,6 +233,12 @@ def executor(*, workers: int | None = None, scheduler: str | None = None,
     finally:
         client.close()
         cluster.close()
+
+
+def run_searches(ex, fn: Callable, searches: Sequence[Search]) -> list:
+    """Each search's answer, in order: a search is a generator that yields :class:`Ask`, is
+    sent ``fn(ask.point)``, and returns its answer."""
+    return ex.searches(fn, list(searches))
 
 
 def run_chunked(ex, fn: Callable, points: Sequence, *, chunk_size: int) -> list:

@@ -5,6 +5,7 @@ searches serially against a local Dask cluster.
     heteroreason bench fleet                      # 100,000 problems (target: < 60 s)
     heteroreason bench fleet --problems 20000
     heteroreason bench fleet --searches --workers 2
+    heteroreason bench fleet --scaling --problems 20000   # cost per event, 8:2:2 and 128:32:32
 
 The throughput run: Config1 HeteroReason, pools 8:2:2, MATH500 and GSM8K equally mixed, Poisson
 arrivals at 0.5/s, no per-problem timeline checks; prints events/s, problems/s, peak memory
@@ -12,6 +13,10 @@ and the load it ran at (each pool's utilization, the P99 latency). ``--searches`
 search at the SLO for the four bundled datasets x three systems (GPU-only t2 2:1:1,
 HeteroReason 2:1:1, HeteroReason of equal power), serially and on ``--workers`` local Dask
 workers; prints both times, the speed-up, and whether the results are identical.
+``--scaling``: the throughput run's fleet at 8:2:2 and at sixteen times its pools and its rate
+(128:32:32 at 8/s, each device as loaded), ``--repeats`` runs of each taken in turn; prints the
+least CPU time per event of each and their ratio (the goal: the large fleet within
+1.3x; CPU time, the least of the repeats, because this machine is shared and its speed varies).
 """
 
 from __future__ import annotations
@@ -34,12 +39,18 @@ from heteroreason.model.fleet.workload import sample_workload
 
 DATASETS = ("math500", "gsm8k", "olympiadbench", "gaokao2023en")
 TARGET_S = 60.0
+SCALE = 16  # the large fleet of --scaling: 128:32:32
+SCALING_GOAL = 1.3
+
+
+def _point(problems: int, seed: int, rate: float = 0.5, scale: int = 1) -> FleetPoint:
+    return FleetPoint(config="config1", mode="heteroreason", drafts=8 * scale, prms=2 * scale,
+                      targets=2 * scale, datasets=("math500", "gsm8k"), rate_per_s=rate * scale,
+                      problems=problems, seed=seed)
 
 
 def throughput(problems: int, seed: int, rate: float = 0.5) -> int:
-    point = FleetPoint(config="config1", mode="heteroreason", drafts=8, prms=2, targets=2,
-                       datasets=("math500", "gsm8k"), rate_per_s=rate, problems=problems,
-                       seed=seed)
+    point = _point(problems, seed, rate)
     traces, times = sample_workload(bundled_workload(point.datasets, point.mode),
                                     point.arrivals(), problems, seed)
     start = time.perf_counter()
@@ -58,6 +69,28 @@ def throughput(problems: int, seed: int, rate: float = 0.5) -> int:
         verdict = "meets" if seconds < TARGET_S * problems / 100_000 else "misses"
         print(f"target: {problems:,} problems in < {TARGET_S * problems / 100_000:.0f} s — "
               f"{verdict} it")
+    return 0
+
+
+def scaling(problems: int, seed: int, repeats: int) -> int:
+    """CPU time per event of the 8:2:2 fleet and of one ``SCALE`` times larger, as loaded."""
+    points = [_point(problems, seed), _point(problems, seed, scale=SCALE)]
+    inputs = [(p, *sample_workload(bundled_workload(p.datasets, p.mode), p.arrivals(),
+                                   problems, seed)) for p in points]
+    best: dict[str, float] = {}
+    for r in range(repeats):
+        for point, traces, times in inputs:
+            start = time.process_time()
+            run = simulate_fleet(point.spec(), traces, times, check=False)
+            us = 1e6 * (time.process_time() - start) / run.events
+            best[point.label] = min(best.get(point.label, us), us)
+            print(f"  run {r + 1}/{repeats} {point.label} at {point.rate_per_s:g}/s: "
+                  f"{run.events:,} events, {us:.2f} us CPU per event", flush=True)
+    (small, small_us), (large, large_us) = best.items()
+    ratio = large_us / small_us
+    print(f"least CPU per event over {repeats} runs: {small} {small_us:.2f} us, {large} "
+          f"{large_us:.2f} us: {ratio:.2f}x (goal <= {SCALING_GOAL}x: "
+          f"{'meets' if ratio <= SCALING_GOAL else 'misses'} it)")
     return 0
 
 
@@ -96,6 +129,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="problems a point of a capacity search")
     parser.add_argument("--slo", type=positive(float, "slo"), default=120.0,
                         help="P99 SLO in s (searches)")
+    parser.add_argument("--scaling", action="store_true",
+                        help=f"CPU per event at 8:2:2 and at {SCALE}x its pools and rate")
+    parser.add_argument("--repeats", type=positive(int, "repeats"), default=3,
+                        help="runs of each fleet (--scaling)")
     args = parser.parse_args(argv)
     check_workers(parser, args.workers)
     if args.seed < 0:
@@ -106,6 +143,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         except RuntimeError as exc:  # no Dask, or its cluster would not start
             print(f"heteroreason bench fleet: error: {exc}", file=sys.stderr)
             return 2
+    if args.scaling:
+        return scaling(args.problems, args.seed, args.repeats)
     return throughput(args.problems, args.seed)
 
 

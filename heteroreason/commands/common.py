@@ -293,6 +293,7 @@ BOUNDS = {
     "slo": (*SLO_S, "seconds"),
     "window": (1e-3, 1e6, "seconds"),
     "workers": (1, WORKERS_LIMIT, "processes"),
+    "repeats": (1, 100, "runs"),
 }
 
 

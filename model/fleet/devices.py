@@ -100,6 +100,7 @@ class Device:
     def __init__(self, name: str, pool: str, loop: EventLoop):
         self.name = name
         self.pool = pool
+        self.index = 0  # its place in its pool (the fleet numbers them)
         self.loop = loop
         self.busy_ms = 0.0
         self.outstanding_ms = 0.0  # batch-1 work of the items submitted and not yet ended

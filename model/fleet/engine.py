@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import operator
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from heteroreason.model import checks
 from heteroreason.model.fleet.batched_gpu import BatchedGpu
 from heteroreason.model.fleet.devices import Activity, ExclusiveDevice, FleetError
 from heteroreason.model.fleet.limits import MAX_POOL
-from heteroreason.model.fleet.problem_replay import problem_replay
+from heteroreason.model.fleet.problem_replay import LastRecord, problem_replay
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import ServingMode, SystemConfig
 from heteroreason.model.system.contexts import check_contexts
@@ -47,6 +48,8 @@ from heteroreason.model.workload.traces import ProblemTrace, check_trace
 
 __all__ = ["DeviceStats", "FleetProblem", "FleetRun", "FleetSpec", "Routing", "fpga_slots",
            "simulate_fleet"]
+
+_OUTSTANDING = operator.attrgetter("outstanding_ms")
 
 # the FPGA keeps W8A8 weights and an 8-bit KV cache in HBM (docs/design.md)
 FPGA_BYTES_PER_WEIGHT = 1.0
@@ -208,26 +211,29 @@ class _Fleet:
         self.targets = [BatchedGpu(f"target{k}", "target", loop, target,
                                    max_prefetch_items=spec.max_prefetch_items)
                         for k in range(spec.targets)]
+        for pool in (self.drafts, self.links, self.prms, self.targets):
+            for k, device in enumerate(pool):
+                device.index = k
         self.resident = [0] * spec.drafts
         self.turn = {"draft": itertools.count(), "prm": itertools.count(),
                      "target": itertools.count()}
 
     def _pick(self, pool: str, members: list, allowed=None):
+        """The index of the member a request goes to (None: no member allowed)."""
         if len(members) == 1:
             return 0 if allowed is None or allowed(0) else None
-        if allowed is None and self.spec.routing is Routing.LEAST:
-            best, best_ms = 0, members[0].outstanding_ms
-            for k in range(1, len(members)):
-                if members[k].outstanding_ms < best_ms:
-                    best, best_ms = k, members[k].outstanding_ms
-            return best
+        if self.spec.routing is Routing.LEAST:
+            # the first of the least outstanding work: ``min`` keeps the first of equals, and
+            # runs its scan in C (the scan in Python grew with the pool: issue 43)
+            if allowed is None:
+                return min(members, key=_OUTSTANDING).index
+            candidates = [m for m in members if allowed(m.index)]
+            return min(candidates, key=_OUTSTANDING).index if candidates else None
         candidates = [k for k in range(len(members)) if allowed is None or allowed(k)]
         if not candidates:
             return None
-        if self.spec.routing is Routing.ROUND_ROBIN:
-            start = next(self.turn[pool])
-            return min(candidates, key=lambda k: (k - start) % len(members))
-        return min(candidates, key=lambda k: (members[k].outstanding_ms, k))
+        start = next(self.turn[pool])
+        return min(candidates, key=lambda k: (k - start) % len(members))
 
     def arrive(self, index: int, trace: ProblemTrace, arrival_ms: float) -> None:
         self.pending.append((index, trace, arrival_ms))
@@ -243,6 +249,10 @@ class _Fleet:
             self.resident[k] += 1
             replay = problem_replay(trace, self.spec.config, self.spec.mode, fleet=self,
                                  index=index, arrival_ms=arrival_ms, draft_index=k)
+            if not self.check and len(self.timelines) >= self.keep:
+                # its timeline will not be kept (the kept ones are the first to finish, and
+                # the count only grows): its jobs need not outlive their ends
+                replay.records = LastRecord()
             replay.devices[Station.DRAFT] = self.drafts[k]
             replay.devices[Station.LINK] = self.links[k]
             replay.start()

@@ -21,9 +21,29 @@ from heteroreason.model.system.replay import Replay
 from heteroreason.model.system.sequential import SequentialReplay
 from heteroreason.model.timing.device_timing import LlmTiming
 
-__all__ = ["FleetOverlapped", "FleetSequential", "problem_replay"]
+__all__ = ["FleetOverlapped", "FleetSequential", "LastRecord", "problem_replay"]
 
 PREFETCH = JobKind.PREFETCH
+
+
+class LastRecord:
+    """A problem's records where its timeline is not wanted: the last one only (what the
+    overlapped replay reads back). The jobs that ended are freed as they end, so a large
+    fleet's live state is its running jobs, not every job of every problem in flight (which
+    outgrew the processor's caches at 128:32:32: issue 43)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self):
+        self.last = None
+
+    def append(self, record) -> None:
+        self.last = record
+
+    def __getitem__(self, index: int):
+        if index != -1 or self.last is None:
+            raise IndexError(f"only the last record is kept, not record {index}")
+        return self.last
 
 
 class _OnSharedDevices:

@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from heteroreason.model import checks
-from heteroreason.model.executor import run_chunked
+from heteroreason.model.executor import Ask, drive, run_chunked, run_searches
 from heteroreason.model.fleet.devices import FleetError
 from heteroreason.model.fleet.engine import FleetRun, FleetSpec, Routing, simulate_fleet
 from heteroreason.model.fleet.limits import MAX_PROBLEMS, SLO_S
@@ -21,8 +21,9 @@ from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.workload.bundled import load_bundled
 
 __all__ = ["CAPACITY_SPAN_SLOS", "CapacityResult", "FleetPoint", "bundled_workload",
-           "capacities", "capacity", "compare_points", "evaluate", "load_curve", "point_record",
-           "power_frontier", "size_points", "speedup_points", "speedup_rows"]
+           "capacities", "capacity", "capacity_search", "compare_points", "evaluate",
+           "load_curve", "point_record", "power_frontier", "size_points", "speedup_points",
+           "speedup_rows"]
 
 
 @dataclass(frozen=True)
@@ -164,16 +165,28 @@ def capacity(point: FleetPoint, slo_s: float, *, rel_tol: float = 0.02,
     ``point.problems`` problems and at least :data:`CAPACITY_SPAN_SLOS` SLOs of arrivals (unless
     ``point.min_span_s`` says otherwise): a burst of a few problems drains within the SLO
     however fast they come, a fleet past its capacity falls behind only over time."""
-    checks.number("slo_s", slo_s, low=0, low_open=True, error=FleetError)
-    evals = 0
-    span_s = point.min_span_s if point.min_span_s is not None else CAPACITY_SPAN_SLOS * slo_s
+    return drive(capacity_search(point, slo_s, rel_tol=rel_tol, low_rate_per_s=low_rate_per_s,
+                                 max_rate_per_s=max_rate_per_s), evaluate)
 
-    def run(rate: float) -> dict:
+
+def capacity_search(point: FleetPoint, slo_s: float, *, rel_tol: float = 0.02,
+                    low_rate_per_s: float = 1e-4, max_rate_per_s: float = 1e4):
+    """:func:`capacity` as a search (:func:`~heteroreason.model.executor.run_searches`): it
+    yields the points it runs, each with the ones it may run next (the next two doublings;
+    both halves of the bracket it is about to halve)."""
+    checks.number("slo_s", slo_s, low=0, low_open=True, error=FleetError)
+    span_s = point.min_span_s if point.min_span_s is not None else CAPACITY_SPAN_SLOS * slo_s
+    evals = 0
+
+    def at(rate: float) -> FleetPoint:
+        return replace(point, rate_per_s=rate, slo_s=slo_s, min_span_s=span_s)
+
+    def ask(rate: float, *ahead: float) -> Ask:
         nonlocal evals
         evals += 1
-        return evaluate(replace(point, rate_per_s=rate, slo_s=slo_s, min_span_s=span_s))
+        return Ask(at(rate), tuple(at(r) for r in ahead if r <= max_rate_per_s))
 
-    floor = run(low_rate_per_s)
+    floor = yield ask(low_rate_per_s, 2 * low_rate_per_s, 4 * low_rate_per_s)
     if floor["p99_s"] > slo_s:
         raise FleetError(f"{point.label}: the SLO of {slo_s} s is below the fastest possible "
                          f"P99 latency ({floor['p99_s']:.2f} s at a vanishing load): no load "
@@ -185,13 +198,14 @@ def capacity(point: FleetPoint, slo_s: float, *, rel_tol: float = 0.02,
         if hi > max_rate_per_s:
             raise FleetError(f"{point.label}: the SLO is still met at {max_rate_per_s}/s "
                              "(max_rate_per_s)")
-        record = run(hi)
+        # ahead: the next doublings, and the first halving should this rate fail
+        record = yield ask(hi, 2 * hi, 4 * hi, math.sqrt(lo * hi))
         if record["p99_s"] > slo_s:
             break
         lo, lo_record = hi, record
     while hi - lo > rel_tol * lo:
         mid = math.sqrt(lo * hi)
-        record = run(mid)
+        record = yield ask(mid, *_halves(lo, mid, hi, rel_tol))
         if record["p99_s"] <= slo_s:
             lo, lo_record = mid, record
         else:
@@ -200,9 +214,10 @@ def capacity(point: FleetPoint, slo_s: float, *, rel_tol: float = 0.02,
                           lo_record)
 
 
-def _capacity_task(args) -> dict:
-    point, slo_s = args
-    return capacity(point, slo_s).as_dict()
+def _halves(lo: float, mid: float, hi: float, rel_tol: float) -> tuple[float, ...]:
+    """The midpoints the bisection runs next, whichever way ``mid`` goes (none where the
+    bracket is then narrow enough)."""
+    return tuple(math.sqrt(a * b) for a, b in ((lo, mid), (mid, hi)) if b - a > rel_tol * a)
 
 
 def compare_points(point: FleetPoint) -> list[FleetPoint]:
@@ -219,8 +234,9 @@ def compare_points(point: FleetPoint) -> list[FleetPoint]:
 
 
 def capacities(ex, points: list[FleetPoint], slo_s: float) -> list[dict]:
-    """One capacity search per point, one task each."""
-    return run_chunked(ex, _capacity_task, [(p, slo_s) for p in points], chunk_size=1)
+    """One capacity search per point, all advancing at once on ``ex`` (a task per run)."""
+    return [r.as_dict() for r in
+            run_searches(ex, evaluate, [capacity_search(p, slo_s) for p in points])]
 
 
 def size_points(point: FleetPoint, drafts: list[int], prms: list[int],
