@@ -112,20 +112,25 @@ def verdict(*, configs: Sequence[str] = ("config1", "config2"),
 def fleet(*, config: str = "config1", mode: str = "heteroreason", fpga: str | None = None,
           pools: tuple[int, int, int] = (1, 1, 1), datasets: Sequence[str] = ("math500",),
           rate_per_s: float = 0.1, problems: int = 400, seed: int = 0,
-          slo_s: float | None = None) -> dict[str, Any]:
+          slo_s: float | None = None, contexts: int | None = None,
+          per_pass: int = 1) -> dict[str, Any]:
     """One fleet (``pools``: draft devices, PRM GPUs, target GPUs) at one load: problems of
     ``datasets`` arriving as a Poisson process of ``rate_per_s``; its record (latency
-    percentiles, throughput, goodput, energy, SLO attainment)."""
-    from heteroreason.model.fleet.search import FleetPoint, evaluate
+    percentiles, throughput, goodput, energy, SLO attainment). ``fpga`` None: this project's
+    U280 design as the RTL builds it (one problem a board); ``contexts`` and ``per_pass``: a
+    board holding that many problems and drafting that many a pass (issue 43's engine, not
+    built: a what-if)."""
+    from heteroreason.model.fleet.search import FLEET_FPGA, FleetPoint, evaluate
 
     if isinstance(pools, str) or not isinstance(pools, Sequence) or len(pools) != 3:
         raise ValueError(f"pools must be three pool sizes (drafts, PRMs, targets), not "
                          f"{pools!r}")
     drafts, prms, targets = pools
-    return evaluate(FleetPoint(config=config, mode=mode, fpga=fpga, drafts=drafts, prms=prms,
-                               targets=targets, datasets=tuple(_names("datasets", datasets)),
+    return evaluate(FleetPoint(config=config, mode=mode, fpga=fpga or FLEET_FPGA,
+                               drafts=drafts, prms=prms, targets=targets,
+                               datasets=tuple(_names("datasets", datasets)),
                                rate_per_s=rate_per_s, problems=problems, seed=seed,
-                               slo_s=slo_s))
+                               slo_s=slo_s, contexts=contexts, per_pass=per_pass))
 
 
 def export_verilog(top: str, out_dir: str | Path, **params: int) -> Path:

@@ -293,6 +293,8 @@ BOUNDS = {
     "slo": (*SLO_S, "seconds"),
     "window": (1e-3, 1e6, "seconds"),
     "workers": (1, WORKERS_LIMIT, "processes"),
+    "contexts": (1, 65_536, "problems a board"),
+    "per_pass": (1, 8, "drafts a pass"),
     "repeats": (1, 100, "runs"),
 }
 

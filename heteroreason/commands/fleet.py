@@ -7,22 +7,26 @@
     heteroreason fleet compare --slo 60 --pools 4 1 1 --out build/fleet
     heteroreason fleet costs --config config1      # the cost model and its sources
     heteroreason fleet size --slo 120 --drafts 1 2 4 8 --prms 1 2 --targets 1 2 --rate 0.2
+    heteroreason fleet size --slo 120 --contexts 1 4 16 --per-pass 1 4   # what-if boards
 
 ``simulate`` runs one fleet at one load (metrics, a CSV/JSON record, Chrome traces of its first
 problems and of every device over a window); ``sweep`` latency against load (CSV, JSON, PNG);
 ``capacity`` the highest arrival rate whose P99 meets the SLO for each configuration and dataset;
 ``compare`` HeteroReason pools against GPU-only (t2) pools at equal device count and at equal
-active power, and how much of the batch-1 speed-up survives at 50 % and 90 % of capacity;
+active power, its verdict first, and how much of the batch-1 speed-up survives at 50 % and 90 %
+of capacity;
 ``size`` the capacity of every pool size of a grid, the frontier of capacity against power, the
 pool ratio of the most goodput per kW and (with ``--rate``) the least-power one that carries that
-load; ``costs`` the batched cost model's coefficients with their sources. Sweeps and searches run
+load; ``costs`` the batched cost model's coefficients with their sources. The FPGA is this
+project's U280 design as the RTL builds it (one problem a board); ``--contexts N`` and
+``--per-pass B`` make a board hold N problems and draft B a pass (issue 43's engine, not built:
+a what-if, priced by the timing model's estimate). Sweeps and searches run
 serially, on a local Dask cluster (``--workers N``) or an existing one (``--scheduler
 tcp://HOST:PORT`` or ``$DASK_SCHEDULER_ADDRESS``); the results are the same. Bad input exits 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -38,6 +42,7 @@ from heteroreason.commands.common import (
     non_negative,
     positive,
 )
+from heteroreason.commands.fleet_options import cluster_options, fleet_options, fleet_point
 from heteroreason.model.executor import executor, run_chunked
 from heteroreason.model.experiments.plots import plot_fleet_curves, plot_fleet_sizing
 from heteroreason.model.experiments.report import format_table
@@ -47,7 +52,6 @@ from heteroreason.model.fleet.engine import FleetSpec, simulate_fleet
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.search import (
     CAPACITY_SPAN_SLOS,
-    FleetPoint,
     bundled_workload,
     capacities,
     compare_points,
@@ -60,72 +64,11 @@ from heteroreason.model.fleet.search import (
     speedup_rows,
 )
 from heteroreason.model.fleet.timeline import fleet_chrome_trace
+from heteroreason.model.fleet.verdict import fleet_verdict
 from heteroreason.model.fleet.workload import load_arrival_trace, sample_workload
-from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, ServingMode, system_config
+from heteroreason.model.system.config import CONFIGS, ServingMode, system_config
 from heteroreason.model.system.simulate import chrome_trace
 from heteroreason.model.timing.batch_cost import fit_per_item_ms, published_checks
-from heteroreason.model.workload.bundled import BUNDLED_DIR
-
-DATASETS = sorted(p.stem for p in BUNDLED_DIR.glob("*.jsonl"))
-
-
-def _options(parser: argparse.ArgumentParser, *, rate: bool = True, configs: bool = False,
-             modes: bool = False) -> None:
-    """The options every fleet subcommand shares; ``configs`` and ``modes`` take lists (in
-    place of ``--config`` and ``--mode``) where the subcommand compares several."""
-    if configs:
-        parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS),
-                            default=["config1"], help="the system configurations compared")
-    else:
-        parser.add_argument("--config", choices=sorted(CONFIGS), default="config1",
-                            help="the system configuration")
-    if modes:
-        parser.add_argument("--modes", nargs="+", choices=[m.value for m in ServingMode],
-                            default=["heteroreason"], help="one curve per serving mode")
-    else:
-        parser.add_argument("--mode", choices=[m.value for m in ServingMode],
-                            default="heteroreason", help="the serving mode")
-    parser.add_argument("--fpga", choices=sorted(FPGA_MODELS), default=None,
-                        help="the FPGA draft model (default: the artifact simulator's U280)")
-    parser.add_argument("--pools", nargs=3, type=positive(int, "pool"), default=[1, 1, 1],
-                        metavar=("DRAFTS", "PRMS", "TARGETS"),
-                        help="devices in the draft, PRM and target pools")
-    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=["math500"],
-                        help="the datasets problems are drawn from (their bundled traces)")
-    if rate:
-        parser.add_argument("--rate", type=positive(float, "rate"), default=0.1,
-                            help="mean arrivals per second")
-    parser.add_argument("--cv", type=positive(float, "cv"), default=1.0,
-                        help="coefficient of variation of the gaps (1: Poisson; gamma otherwise)")
-    parser.add_argument("--problems", type=positive(int, "problems"), default=400,
-                        help="problems arriving in a run")
-    parser.add_argument("--seed", type=non_negative, default=0,
-                        help="seed of the arrivals and the problems drawn")
-    parser.add_argument("--routing", choices=["least", "round-robin"], default="least",
-                        help="how a request picks a device of its pool: the least loaded, or "
-                             "in turn")
-    parser.add_argument("--max-prefetch", type=non_negative, default=None,
-                        help="step-ahead prefetches a target GPU's batch may hold (default: "
-                             "as many as it has room for)")
-    parser.add_argument("--out", type=Path, default=Path("build/fleet"),
-                        help="the output directory")
-
-
-def _cluster_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", type=positive(int, "workers"), default=None,
-                        help="a local Dask cluster of this many processes")
-    parser.add_argument("--scheduler", default=None,
-                        help="an existing Dask scheduler (tcp://HOST:PORT)")
-
-
-def _point(args, **changes) -> FleetPoint:
-    d, p, t = args.pools
-    point = FleetPoint(config=args.config, mode=args.mode, fpga=args.fpga, drafts=d, prms=p,
-                       targets=t, datasets=tuple(args.datasets),
-                       rate_per_s=getattr(args, "rate", 0.1), cv=args.cv,
-                       problems=args.problems, seed=args.seed, routing=args.routing,
-                       max_prefetch=args.max_prefetch)
-    return replace(point, **changes)
 
 
 def _write(rows: list[dict], out: Path, stem: str) -> list[Path]:
@@ -154,7 +97,7 @@ def _print(rows: list[dict], keys: list[str]) -> None:
 
 
 def cmd_simulate(args) -> int:
-    point = _point(args, slo_s=args.slo)
+    point = fleet_point(args, slo_s=args.slo)
     spec = point.spec()
     workload = bundled_workload(point.datasets, point.mode)
     arrivals = load_arrival_trace(args.arrivals) if args.arrivals else point.arrivals()
@@ -192,7 +135,7 @@ def cmd_sweep(args) -> int:
                   progress=ProgressBar(f"fleet {args.command}", "chunk")) as ex:
         start = time.perf_counter()
         for mode in args.modes:
-            point = _point(args, slo_s=args.slo, mode=mode)
+            point = fleet_point(args, slo_s=args.slo, mode=mode)
             curves[point.label] = load_curve(ex, point, sorted(args.rates))
         print(f"{len(args.modes) * len(args.rates)} points in {time.perf_counter() - start:.1f} s")
     rows = [row for curve in curves.values() for row in curve]
@@ -206,7 +149,7 @@ def cmd_sweep(args) -> int:
 
 def cmd_capacity(args) -> int:
     """The highest arrival rate each configuration and dataset carries within the P99 SLO."""
-    points = [replace(_point(args), config=c, datasets=(d,)) for c in args.configs
+    points = [replace(fleet_point(args), config=c, datasets=(d,)) for c in args.configs
               for d in args.datasets]
     with executor(workers=args.workers, scheduler=args.scheduler,
                   progress=ProgressBar(f"fleet {args.command}", "chunk")) as ex:
@@ -219,10 +162,10 @@ def cmd_compare(args) -> int:
     points = []
     for c in args.configs:
         for d in args.datasets:
-            points += compare_points(replace(_point(args), config=c, datasets=(d,)))
+            points += compare_points(replace(fleet_point(args), config=c, datasets=(d,)))
     with executor(workers=args.workers, scheduler=args.scheduler,
                   progress=ProgressBar(f"fleet {args.command}", "chunk")) as ex:
-        rows = _capacities(ex, args, points, "compare")
+        rows, timed = _capacity_rows(ex, points, args.slo)
         pairs = []
         for k in range(0, len(points), 3):
             base, cap_base = points[k], rows[k]["capacity_per_s"]
@@ -232,17 +175,23 @@ def cmd_compare(args) -> int:
                               min(cap_base, row["capacity_per_s"])))
         start = time.perf_counter()
         records = run_chunked(ex, evaluate, speedup_points(pairs), chunk_size=2)
-        print(f"{len(records)} speed-up points in {time.perf_counter() - start:.1f} s "
-              "(both fleets at 0 / 50 / 90 % of the lower capacity)")
+    # the answer first, as the main job gives it; then how it was reached
+    print(fleet_verdict(rows, args.slo, fpga=args.fpga))
+    print()
+    print(timed)
+    print(f"{len(records)} speed-up points in {time.perf_counter() - start:.1f} s "
+          "(both fleets at 0 / 50 / 90 % of the lower capacity)")
+    paths = _report_capacities(args, rows, "compare")
     speedups = speedup_rows(records)
     _print(speedups, ["config", "datasets", "fleet", "load_fraction", "rate_per_s", "t2_mean_s",
                       "hr_mean_s", "speedup_mean", "speedup_p50", "retained_of_batch1"])
-    print("wrote", *_final(args, _write(speedups, args.out, "compare_speedup")))
+    print("wrote", *_final(args, [*paths, *_write(speedups, args.out, "compare_speedup")]))
     return 0
 
 
 def cmd_size(args) -> int:
-    points = size_points(_point(args), args.drafts, args.prms, args.targets)
+    points = size_points(fleet_point(args), args.drafts, args.prms, args.targets, args.contexts,
+                         args.per_pass)
     with executor(workers=args.workers, scheduler=args.scheduler,
                   progress=ProgressBar(f"fleet {args.command}", "chunk")) as ex:
         start = time.perf_counter()
@@ -250,10 +199,11 @@ def cmd_size(args) -> int:
         print(f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s")
     for row, front in zip(rows, power_frontier(rows), strict=True):
         row["frontier"] = front
-    _print(rows, ["system", "active_power_w", "capacity_per_s", "goodput_per_kw",
-                  "average_power_at_capacity_w", "frontier"])
+    _print(rows, ["system", "board_contexts", "per_pass", "active_power_w", "capacity_per_s",
+                  "goodput_per_kw", "average_power_at_capacity_w", "frontier"])
     best = max(rows, key=lambda r: r["goodput_per_kw"])
-    print(f"most goodput per kW: {best['drafts']}:{best['prms']}:{best['targets']} "
+    print(f"most goodput per kW: {best['drafts']}:{best['prms']}:{best['targets']}"
+          f"{_contexts(best)} "
           f"({best['goodput_per_kw']:.3f} problems/s per kW at its capacity "
           f"{best['capacity_per_s']:.4f}/s)")
     if args.rate is not None:
@@ -261,7 +211,8 @@ def cmd_size(args) -> int:
         if fits:
             low = min(fits, key=lambda r: (r["active_power_w"], -r["capacity_per_s"]))
             print(f"least active power carrying {args.rate:g}/s at the SLO: "
-                  f"{low['drafts']}:{low['prms']}:{low['targets']} ({low['active_power_w']:.0f} W,"
+                  f"{low['drafts']}:{low['prms']}:{low['targets']}{_contexts(low)} "
+                  f"({low['active_power_w']:.0f} W,"
                   f" capacity {low['capacity_per_s']:.4f}/s)")
         else:
             print(f"no pool size of the grid carries {args.rate:g}/s at the SLO "
@@ -270,6 +221,12 @@ def cmd_size(args) -> int:
     png = plot_fleet_sizing(rows, args.out / "size.png", rate_per_s=args.rate)
     print("wrote", *_final(args, [*paths, png]))
     return 0
+
+
+def _contexts(row: dict) -> str:
+    n = row["board_contexts"]
+    passes = f", {row['per_pass']} a pass" if row["per_pass"] > 1 else ""
+    return "" if n is None else f" ({n} problem{'s' if n != 1 else ''} a board{passes})"
 
 
 def cmd_costs(args) -> int:
@@ -290,20 +247,30 @@ def cmd_costs(args) -> int:
 
 
 def _capacities(ex, args, points, stem) -> list[dict]:
-    start = time.perf_counter()
-    rows = capacities(ex, points, args.slo)
-    print(f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s")
-    _print(rows, ["system", "active_power_w", "capacity_per_s", "p99_at_capacity_s",
-                  "p99_vanishing_load_s", "goodput_per_kw", "evaluations"])
-    print("wrote", *_final(args, _write(rows, args.out, stem)))
+    rows, timed = _capacity_rows(ex, points, args.slo)
+    print(timed)
+    print("wrote", *_final(args, _report_capacities(args, rows, stem)))
     return rows
+
+
+def _capacity_rows(ex, points, slo_s: float) -> tuple[list[dict], str]:
+    """The capacity searches' rows, and a line saying how long they took."""
+    start = time.perf_counter()
+    rows = capacities(ex, points, slo_s)
+    return rows, f"{len(rows)} capacity searches in {time.perf_counter() - start:.1f} s"
+
+
+def _report_capacities(args, rows: list[dict], stem: str) -> list[Path]:
+    _print(rows, ["system", "board_contexts", "active_power_w", "capacity_per_s",
+                  "p99_at_capacity_s", "p99_vanishing_load_s", "goodput_per_kw", "evaluations"])
+    return _write(rows, args.out, stem)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = command_parser(__doc__, prog=prog)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("simulate", help="one fleet at one load")
-    _options(p)
+    fleet_options(p)
     p.add_argument("--slo", type=positive(float, "slo"), default=None,
                    help="latency SLO in s")
     p.add_argument("--arrivals", type=Path, default=None,
@@ -314,19 +281,19 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                    help="seconds from the first arrival in the devices' Chrome trace")
     p.set_defaults(fn=cmd_simulate)
     p = sub.add_parser("sweep", help="latency against load")
-    _options(p, rate=False, modes=True)
+    fleet_options(p, rate=False, modes=True)
     p.add_argument("--rates", nargs="+", type=positive(float, "rate"), required=True,
                    help="the mean arrival rates swept, per second")
     p.add_argument("--slo", type=positive(float, "slo"), default=None,
                    help="a P99 latency SLO in s, drawn on the plot")
-    _cluster_options(p)
+    cluster_options(p)
     p.set_defaults(fn=cmd_sweep)
     for name, fn in (("capacity", cmd_capacity), ("compare", cmd_compare)):
         p = sub.add_parser(name, help=fn.__doc__)
-        _options(p, rate=False, configs=True)
+        fleet_options(p, rate=False, configs=True)
         p.add_argument("--slo", type=positive(float, "slo"), required=True,
                        help="P99 SLO in s")
-        _cluster_options(p)
+        cluster_options(p)
         p.set_defaults(fn=fn)
     p = sub.add_parser("costs", help="the batched cost model's coefficients, their sources "
                                      "and its published checks")
@@ -336,7 +303,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                    help="the output directory")
     p.set_defaults(fn=cmd_costs)
     p = sub.add_parser("size", help="capacity of every pool size of a grid; the frontier")
-    _options(p, rate=False)
+    fleet_options(p, rate=False, grid=True)
     p.add_argument("--slo", type=positive(float, "slo"), required=True,
                        help="P99 SLO in s")
     p.add_argument("--drafts", nargs="+", type=positive(int, "pool"), default=[1, 2, 4],
@@ -347,7 +314,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                    help="target pool sizes of the grid")
     p.add_argument("--rate", type=positive(float, "rate"), default=None,
                    help="a load to carry: report the least-power pool size that does")
-    _cluster_options(p)
+    cluster_options(p)
     p.set_defaults(fn=cmd_size)
     args = parser.parse_args(argv)
     # a subcommand that compares several configurations or modes starts from the first

@@ -12,7 +12,9 @@ printed) and the fraction of it reached, and the speed-up over the paper's U280 
 artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry attended); the
 shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens, token
 by token and in batches of ``--ingest-batch`` (the design built with as many tokens a pass, with
-its resources); each design's tok/s at the ``--clocks`` by context, with its share of the memory
+its resources); a pass drafting for several problems at once (``--passes``: 1, 2, 4 contexts a
+pass, an estimate for issue 43's engine, not built); each design's tok/s at the ``--clocks`` by
+context, with its share of the memory
 ceiling (the HBM's achievable bandwidth over a token's bytes); then what backs each
 board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
 ms/token against context length.
@@ -40,6 +42,7 @@ from heteroreason.model.timing.fpga.calibration import CalibrationError, load_ca
 from heteroreason.model.timing.fpga.clock_basis import clock_basis, ecp5_basis
 from heteroreason.model.timing.fpga.fit import load_fit_evidence
 from heteroreason.model.timing.fpga.hbm import HbmError, weight_ceiling_bytes_per_s
+from heteroreason.model.timing.fpga.passes import ESTIMATE, MOST_A_PASS, pass_costs
 from heteroreason.model.timing.fpga.platform import (
     BOARDS,
     batched_ingest_ms,
@@ -72,6 +75,8 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
                              "(default 100)")
     parser.add_argument("--ingest-batch", type=int, default=4,
                         help="tokens a pass of the modelled batched ingest (default 4)")
+    parser.add_argument("--passes", type=int, nargs="+", default=[1, 2, 4],
+                        help="contexts drafted a pass (powers of two up to 8; an estimate)")
     parser.add_argument("--clocks", type=float, nargs="+", default=[200.0, 250.0, 300.0],
                         metavar="MHZ", help="the clocks each board's design is also priced at "
                                             "(MHz; until a routed design backs a clock, "
@@ -245,6 +250,17 @@ def _print_ingests(config, designs: dict, contexts: list[int], step: int,
     return header, rows
 
 
+def _print_passes(config, boards: list[str], contexts: list[int],
+                  passes: list[int]) -> tuple[list[str], list[list]]:
+    """A pass drafting for several problems against one token of the board's design."""
+    print(f"drafting for several problems a pass ({ESTIMATE}); every context at the one given:")
+    header = ["board", "contexts a pass", "context", "pass ms", "x one token", "tok/s"]
+    rows = [[c.board, c.contexts, c.context, f"{c.pass_ms:.3f}", f"{c.ratio:.2f}",
+             f"{c.tokens_per_s:.0f}"] for c in pass_costs(config, boards, passes, contexts)]
+    print(format_table(header, rows))
+    return header, rows
+
+
 def _print_clock_sweep(config, designs: dict, contexts: list[int], clocks_mhz: list[float]
                        ) -> tuple[list[str], list[list]]:
     """Each board's design at other clocks: tok/s by context, with its share of the memory
@@ -336,6 +352,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if value > limit:  # a step or batch longer than the model's context is none
             parser.error(f"{name} must be at most the model's context, {limit}, not {value}")
     config = qwen2_config(args.model)
+    bad = [n for n in args.passes if not 1 <= n <= MOST_A_PASS]
+    if bad:
+        parser.error(f"--passes must be integers in [1, {MOST_A_PASS}] (contexts a pass), "
+                     f"not {bad[0]}")
     bad = [m for m in args.clocks if not 1 <= m <= 2000]  # no FPGA fabric clock lies outside
     if bad:
         parser.error(f"--clocks must be numbers in [1, 2000] (MHz), not {bad[0]:g}")
@@ -352,6 +372,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     tables["speeds"] = _print_speeds(config, args.boards, args.contexts)
     tables["ingests"] = _print_ingests(config, designs, args.contexts, args.ingest_step,
                                        args.ingest_batch)
+    tables["passes"] = _print_passes(config, args.boards, args.contexts, args.passes)
     tables["clocks"] = _print_clock_sweep(config, designs, args.contexts, args.clocks)
     _print_clocks(args.boards)
     try:

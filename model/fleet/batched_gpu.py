@@ -13,29 +13,25 @@ from __future__ import annotations
 
 import math
 
-from heteroreason.model.fleet.devices import Device, FleetError, GpuWork, Item
-from heteroreason.model.system.event_loop import EventLoop, Priority
+from heteroreason.model.fleet.devices import FleetError, GpuWork, Item, SharedDevice, rank
+from heteroreason.model.system.event_loop import EventLoop
 from heteroreason.model.timing.batch_cost import BatchCost
 
 __all__ = ["BatchedGpu"]
 
 
-class BatchedGpu(Device):
+class BatchedGpu(SharedDevice):
     """A GPU serving ``cost``'s model with continuous batching."""
 
     batches = True
+    takes_plain = False  # every job comes shaped
 
     def __init__(self, name: str, pool: str, loop: EventLoop, cost: BatchCost, *,
                  max_prefetch_items: int | None = None):
         super().__init__(name, pool, loop)
         self.cost = cost
         self.max_prefetch_items = max_prefetch_items  # None: as many as the batch has room for
-        self.waiting: list[Item] = []
-        self.batch: list[Item] = []
-        self._seg: tuple | None = None  # (kind, start_ms, k, a_ms, g_ms) of the running segment
-        self._token = 0
-        self._priority = Priority.START  # the running segment's: its most urgent item's
-        self._in_callbacks = False
+        # _seg: (kind, start_ms, k, a_ms, g_ms) of the running segment
         self.iterations = 0
 
     # ------------------------------------------------------------------ the owners' side
@@ -68,36 +64,6 @@ class BatchedGpu(Device):
         self.waiting.append(item)
         self._changed()
 
-    def promote(self, item: Item) -> None:
-        """A speculative item becomes critical: the batch is planned again at the next
-        iteration boundary, with it ranked among the critical work."""
-        item.speculative = False
-        if item in self.batch:
-            self.batch.sort(key=_rank)  # the plans rely on the batch in rank order
-            return  # already served
-        self._changed()
-
-    def cancel(self, item: Item) -> None:
-        if item not in self.batch:
-            self.waiting.remove(item)
-            self._forget(item)
-            return
-        running = self._seg is not None
-        if running:
-            item.done_ms += self._partial_ms(item)
-        self.batch.remove(item)
-        self._forget(item)
-        if not running:
-            return  # between segments: the next plan goes without it
-        if self.batch:
-            self._priority = min(i.priority for i in self.batch)
-        if not self.batch:
-            self._close_segment(self.loop.now, 1)  # the iteration in flight served only it
-            if not self._in_callbacks:
-                self._plan()
-            return
-        self._changed()
-
     # ------------------------------------------------------------------ planning
 
     def _changed(self) -> None:
@@ -128,9 +94,9 @@ class BatchedGpu(Device):
         if self.waiting:
             waiting, batch = self.waiting, self.batch
             if len(waiting) > 1:
-                waiting.sort(key=_rank)
-            if batch and _rank(waiting[0]) < _rank(batch[-1]):
-                candidates = sorted(batch + waiting, key=_rank)
+                waiting.sort(key=rank)
+            if batch and rank(waiting[0]) < rank(batch[-1]):
+                candidates = sorted(batch + waiting, key=rank)
             else:
                 candidates = batch + waiting  # both in rank order, the batch first
             chosen, rest = [], []
@@ -245,6 +211,9 @@ class BatchedGpu(Device):
             ms += frac * (self.cost.decode_floor_ms + self.cost.kv_token_ms * (item.kv + done + 1))
         return ms
 
+    def _close_emptied(self) -> None:
+        self._close_segment(self.loop.now, 1)
+
     def _close_segment(self, now: float, items: int) -> None:
         kind, start, k, _a, _g = self._seg
         self.busy_ms += now - start
@@ -294,11 +263,6 @@ class BatchedGpu(Device):
             self._in_callbacks = False
         if self._seg is None:
             self._plan()
-
-
-def _rank(item: Item) -> tuple[bool, int]:
-    """Critical work before step-ahead prefetches, then in order of submission."""
-    return item.speculative, item.seq
 
 
 def _run_ms(k: int, a: float, g: float) -> float:

@@ -18,7 +18,8 @@ from heteroreason.model.system.event_loop import EventLoop, Priority
 from heteroreason.model.system.records import JobKind, Record, Station
 from heteroreason.model.timing.device_timing import LlmTiming
 
-__all__ = ["Activity", "Device", "ExclusiveDevice", "FleetError", "GpuWork", "Item", "job_name"]
+__all__ = ["Activity", "Device", "ExclusiveDevice", "FleetError", "GpuWork", "Item",
+           "SharedDevice", "job_name", "rank"]
 
 
 class FleetError(ValueError):
@@ -201,6 +202,60 @@ class ExclusiveDevice(Device):
         else:
             self.queue.remove(item)
             self._forget(item)
+
+
+class SharedDevice(Device):
+    """What the devices that serve several items at once share (the batching GPUs, a board
+    drafting several a pass): the items ``waiting`` and the ``batch`` in service, in
+    :func:`rank` order; promotion and cancellation, which take effect when the segment in
+    flight (``_seg``) reaches its next boundary. A subclass plans (``_plan``), cuts its
+    segment (``_changed``), prices an item's partial work (``_partial_ms``) and closes a
+    segment whose last item is cancelled (``_close_emptied``)."""
+
+    batches = True
+
+    def __init__(self, name: str, pool: str, loop: EventLoop):
+        super().__init__(name, pool, loop)
+        self.waiting: list[Item] = []
+        self.batch: list[Item] = []
+        self._seg: tuple | None = None
+        self._token = 0
+        self._priority = Priority.START  # the running segment's: its most urgent item's
+        self._in_callbacks = False
+
+    def promote(self, item: Item) -> None:
+        """A speculative item becomes critical: the batch is planned again at the next
+        boundary, with it ranked among the critical work."""
+        item.speculative = False
+        if item in self.batch:
+            self.batch.sort(key=rank)  # the plans rely on the batch in rank order
+            return  # already served
+        self._changed()
+
+    def cancel(self, item: Item) -> None:
+        if item not in self.batch:
+            self.waiting.remove(item)
+            self._forget(item)
+            return
+        running = self._seg is not None
+        if running:
+            item.done_ms += self._partial_ms(item)
+        self.batch.remove(item)
+        self._forget(item)
+        if not running:
+            return  # between segments: the next plan goes without it
+        if not self.batch:
+            self._close_emptied()  # the work in flight served only it
+            if not self._in_callbacks:
+                self._plan()
+            return
+        self._priority = min(i.priority for i in self.batch)
+        self._changed()
+
+
+def rank(item: Item) -> tuple[bool, int]:
+    """Critical work before step-ahead prefetches, then in order of submission."""
+    return item.speculative, item.seq
 
 
 def job_name(item: Item) -> str:

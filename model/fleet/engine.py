@@ -5,9 +5,11 @@ cache, and run the batch-1 scheduler's state machines on shared pools of devices
                      targets=1)
     run = simulate_fleet(spec, problems, arrivals_ms)
 
-Pools: draft devices (FPGA boards, one job at a time, as many resident problems as their HBM
-holds; or GPUs batching the draft model), PRM GPUs and target GPUs (batching,
-:class:`~heteroreason.model.fleet.batched_gpu.BatchedGpu`), and a host link per draft device.
+Pools (:class:`~heteroreason.model.fleet.spec.FleetSpec`): draft devices (FPGA boards holding
+the problems their design holds, one job at a time or several drafts a pass,
+:class:`~heteroreason.model.fleet.pass_board.PassBoard`; or GPUs batching the draft model),
+PRM GPUs and target GPUs (batching, :class:`~heteroreason.model.fleet.batched_gpu.BatchedGpu`),
+and a host link per draft device.
 Routing picks the member with the least outstanding work (``least``) or the next in turn
 (``round-robin``); a problem's draft, link and target stay where they started, each PRM call
 is routed on its own.
@@ -15,7 +17,6 @@ is routed on its own.
 
 from __future__ import annotations
 
-import enum
 import itertools
 import math
 import operator
@@ -23,120 +24,23 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from heteroreason.model import checks
 from heteroreason.model.fleet.batched_gpu import BatchedGpu
 from heteroreason.model.fleet.devices import Activity, ExclusiveDevice, FleetError
-from heteroreason.model.fleet.limits import MAX_POOL
+from heteroreason.model.fleet.pass_board import PassBoard
 from heteroreason.model.fleet.problem_replay import LastRecord, problem_replay
-from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
-from heteroreason.model.system.config import ServingMode, SystemConfig
+from heteroreason.model.fleet.spec import FleetSpec, Routing, fpga_slots
 from heteroreason.model.system.contexts import check_contexts
 from heteroreason.model.system.event_loop import EventLoop, Priority
 from heteroreason.model.system.records import ProblemRun, Station
 from heteroreason.model.system.replay import ScheduleError
 from heteroreason.model.system.scheduler import check_timeline
-from heteroreason.model.timing.batch_cost import (
-    GPU_MEMORY_UTILIZATION,
-    MAX_BATCH_ITEMS,
-    PER_ITEM_MS,
-    BatchCost,
-    batch_cost,
-)
 from heteroreason.model.timing.energy import DevicePower
-from heteroreason.model.timing.fpga.platform import BOARDS
 from heteroreason.model.workload.traces import ProblemTrace, check_trace
 
 __all__ = ["DeviceStats", "FleetProblem", "FleetRun", "FleetSpec", "Routing", "fpga_slots",
            "simulate_fleet"]
 
 _OUTSTANDING = operator.attrgetter("outstanding_ms")
-
-# the FPGA keeps W8A8 weights and an 8-bit KV cache in HBM (docs/design.md)
-FPGA_BYTES_PER_WEIGHT = 1.0
-FPGA_KV_BYTES_PER_ELEMENT = 1.0
-
-
-class Routing(str, enum.Enum):
-    LEAST = "least"
-    ROUND_ROBIN = "round-robin"
-
-    @classmethod
-    def parse(cls, name: str) -> Routing:
-        return checks.member(cls, name, what="routing", error=FleetError)
-
-
-def fpga_slots(board: str, draft_model: str, max_context_tokens: int) -> int:
-    """Problems one board holds: its HBM less the draft's 8-bit weights, over the 8-bit KV of
-    ``max_context_tokens`` tokens."""
-    spec = BOARDS[board]
-    model = qwen2_config(draft_model)
-    free = spec.hbm_bytes - model.params * FPGA_BYTES_PER_WEIGHT
-    per_problem = model.kv_bytes_per_token(FPGA_KV_BYTES_PER_ELEMENT) * max_context_tokens
-    return int(free // per_problem) if free > 0 else 0
-
-
-@dataclass(frozen=True)
-class FleetSpec:
-    """Pools and their policies. ``draft_slots``: problems a draft device holds at once (None:
-    an FPGA's from its HBM and the PRM's context limit, a GPU's unbounded but for its KV)."""
-
-    config: SystemConfig
-    mode: ServingMode
-    drafts: int = 1
-    prms: int = 1
-    targets: int = 1
-    routing: Routing = Routing.LEAST
-    draft_slots: int | None = None
-    memory_utilization: float = GPU_MEMORY_UTILIZATION
-    max_batch_items: int = MAX_BATCH_ITEMS
-    per_item_ms: float = PER_ITEM_MS
-    max_prefetch_items: int | None = None  # step-ahead prefetches a target batch may hold
-
-    def __post_init__(self):
-        for key in ("drafts", "prms", "targets"):
-            value = getattr(self, key)
-            checks.integer(f"pool size {key}", value, low=1, high=MAX_POOL, error=FleetError)
-        if self.draft_slots is not None:
-            checks.integer("draft_slots", self.draft_slots, low=1, note="or None",
-                           error=FleetError)
-        if self.max_prefetch_items is not None:
-            checks.integer("max_prefetch_items", self.max_prefetch_items, low=0,
-                           note="or None", error=FleetError)
-        if not isinstance(self.routing, Routing):
-            object.__setattr__(self, "routing", Routing.parse(self.routing))
-
-    @property
-    def draft_on_fpga(self) -> bool:
-        return self.config.draft(self.mode).on_fpga
-
-    def cost(self, role: str) -> BatchCost:
-        t = {"draft": self.config.draft_gpu, "prm": self.config.prm,
-             "target": self.config.target}[role]
-        return batch_cost(t, memory_utilization=self.memory_utilization,
-                          max_batch_items=self.max_batch_items, per_item_ms=self.per_item_ms)
-
-    def slots(self) -> int | None:
-        if self.draft_slots is not None:
-            return self.draft_slots
-        if not self.draft_on_fpga:
-            return None
-        board = self.config.fpga_power.name
-        prm_context = qwen2_config(self.config.prm.model).max_context
-        return fpga_slots(board, self.config.draft_model.name, prm_context)
-
-    def powers(self) -> dict[str, DevicePower]:
-        c = self.config
-        return {"draft": c.draft(self.mode).power, "prm": c.prm_power, "target": c.target_power}
-
-    @property
-    def active_power_w(self) -> float:
-        p = self.powers()
-        return (self.drafts * p["draft"].active_w + self.prms * p["prm"].active_w
-                + self.targets * p["target"].active_w)
-
-    @property
-    def devices(self) -> int:
-        return self.drafts + self.prms + self.targets
 
 
 @dataclass(frozen=True)
@@ -199,7 +103,12 @@ class _Fleet:
             raise FleetError(f"a draft device cannot hold one problem (draft_slots "
                              f"{self.slots}): the board's HBM is too small for the KV cache")
         loop = self.loop
-        if spec.draft_on_fpga:
+        table = spec.pass_table()
+        self.draft_passes = table is not None  # the replays shape their drafts for it
+        if table is not None:
+            self.drafts = [PassBoard(f"draft{k}", "draft", loop, table)
+                           for k in range(spec.drafts)]
+        elif spec.draft_on_fpga:
             self.drafts = [ExclusiveDevice(f"draft{k}", "draft", loop) for k in range(spec.drafts)]
         else:
             cost = spec.cost("draft")

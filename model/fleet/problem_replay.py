@@ -72,8 +72,9 @@ class _OnSharedDevices:
         return GpuWork(ms, model, prefill, decode, kv)
 
     def draft_ms(self, tokens: int, kv: int):
-        # an FPGA board serves one job at a time: its drafts need no shape (a draft GPU's do)
-        if self.mode.on_fpga:
+        # a board serving one job at a time needs no shape of its drafts (a draft GPU's and a
+        # board drafting several a pass do)
+        if self.mode.on_fpga and not self.fleet.draft_passes:
             return Replay.work(self, self.draft_t, decode=tokens, kv=kv)
         return self.work(self.draft_t, decode=tokens, kv=kv)
 
@@ -91,9 +92,12 @@ class _OnSharedDevices:
                     self.job_id, epoch, priority, speculative, device, done, args)
         self.running[res] = item
         if device.batches:
-            if not shaped:
+            if shaped:
+                device.submit(item, work)
+            elif device.takes_plain:  # a job the device runs alone at its batch-1 cost
+                device.submit(item, None)
+            else:
                 raise TypeError(f"a {kind} job reached GPU {device.name} without its shape")
-            device.submit(item, work)
         else:
             device.submit(item)
 

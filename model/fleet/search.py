@@ -20,10 +20,16 @@ from heteroreason.model.fleet.workload import ArrivalKind, Arrivals, Workload, s
 from heteroreason.model.system.config import ServingMode, system_config
 from heteroreason.model.workload.bundled import load_bundled
 
-__all__ = ["CAPACITY_SPAN_SLOS", "CapacityResult", "FleetPoint", "bundled_workload",
+__all__ = ["CAPACITY_SPAN_SLOS", "FLEET_FPGA", "CapacityResult", "FleetPoint", "bundled_workload",
            "capacities", "capacity", "capacity_search", "compare_points", "evaluate",
            "load_curve", "point_record", "power_frontier", "size_points", "speedup_points",
            "speedup_rows"]
+
+
+# the FPGA a fleet drafts on where its user names none (the command line, the Python API): this
+# project's U280 design at 300 MHz, as the RTL builds it (FleetPoint's own default, None, is the
+# configuration's: the paper artifact's board)
+FLEET_FPGA = "rtl-u280-300"
 
 
 @dataclass(frozen=True)
@@ -45,10 +51,14 @@ class FleetPoint:
     routing: str = "least"
     min_span_s: float | None = None  # at least this many seconds of arrivals: more problems
     max_prefetch: int | None = None  # step-ahead prefetches a target batch may hold
+    contexts: int | None = None  # problems a draft board holds (None: the design's)
+    per_pass: int = 1  # drafts a board runs a pass (issue 43's engine, estimated)
 
     def __post_init__(self):
         checks.integer("problems", self.problems, low=1, high=MAX_PROBLEMS, error=FleetError)
         checks.integer("seed", self.seed, low=0, error=FleetError)
+        if self.contexts is not None:
+            checks.integer("contexts", self.contexts, low=1, note="or None", error=FleetError)
         if self.slo_s is not None:
             checks.number("slo_s", self.slo_s, low=SLO_S[0], high=SLO_S[1],
                           note="seconds, or None", error=FleetError)
@@ -74,7 +84,8 @@ class FleetPoint:
         return FleetSpec(system_config(self.config, fpga=self.fpga), ServingMode.parse(self.mode),
                          drafts=self.drafts, prms=self.prms, targets=self.targets,
                          routing=Routing.parse(self.routing),
-                         max_prefetch_items=self.max_prefetch)
+                         max_prefetch_items=self.max_prefetch, draft_slots=self.contexts,
+                         per_pass=self.per_pass)
 
     def arrivals(self) -> Arrivals:
         return Arrivals.poisson(self.rate_per_s) if self.cv == 1.0 else \
@@ -84,7 +95,10 @@ class FleetPoint:
     def label(self) -> str:
         pools = f"{self.drafts}:{self.prms}:{self.targets}"
         cap = "" if self.max_prefetch is None else f"/prefetch<={self.max_prefetch}"
-        return f"{self.config}/{self.mode}/{'+'.join(self.datasets)}/{pools}{cap}"
+        ctx = "" if self.contexts is None else f"/contexts={self.contexts}"
+        if self.per_pass > 1:
+            ctx += f"/per_pass={self.per_pass}"
+        return f"{self.config}/{self.mode}/{'+'.join(self.datasets)}/{pools}{ctx}{cap}"
 
 
 @functools.lru_cache(maxsize=16)
@@ -144,7 +158,8 @@ class CapacityResult:
         return {"system": self.point.label, "config": self.point.config,
                 "mode": self.point.mode, "datasets": "+".join(self.point.datasets),
                 "drafts": self.point.drafts, "prms": self.point.prms,
-                "targets": self.point.targets,
+                "targets": self.point.targets, "board_contexts": self.point.spec().slots(),
+                "per_pass": self.point.per_pass,
                 "active_power_w": self.point.spec().active_power_w, "slo_s": self.slo_s,
                 "capacity_per_s": self.capacity_per_s, "p99_at_capacity_s": self.p99_s,
                 "p99_vanishing_load_s": self.floor_p99_s,
@@ -240,14 +255,26 @@ def capacities(ex, points: list[FleetPoint], slo_s: float) -> list[dict]:
 
 
 def size_points(point: FleetPoint, drafts: list[int], prms: list[int],
-                targets: list[int]) -> list[FleetPoint]:
-    """``point``'s fleet at every pool size of the grid ``drafts`` x ``prms`` x ``targets``."""
-    for name, values in (("drafts", drafts), ("prms", prms), ("targets", targets)):
+                targets: list[int], contexts: list[int] | None = None,
+                per_pass: list[int] | None = None) -> list[FleetPoint]:
+    """``point``'s fleet at every pool size of the grid ``drafts`` x ``prms`` x ``targets``
+    (x ``contexts``, problems a draft board holds, x ``per_pass``, drafts a pass, where given;
+    a board drafting more a pass than it holds is left out)."""
+    grid = (("drafts", drafts), ("prms", prms), ("targets", targets))
+    if contexts is not None:
+        grid += (("contexts", contexts),)
+    if per_pass is not None:
+        grid += (("per_pass", per_pass),)
+    for name, values in grid:
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
                              for v in values):
             raise FleetError(f"the sizing grid's {name} must be integers >= 1, not {values!r}")
-    return [replace(point, drafts=d, prms=p, targets=t)
-            for d in sorted(set(drafts)) for p in sorted(set(prms)) for t in sorted(set(targets))]
+    boards = [point.contexts] if contexts is None else sorted(set(contexts))
+    passes = [point.per_pass] if per_pass is None else sorted(set(per_pass))
+    return [replace(point, drafts=d, prms=p, targets=t, contexts=c, per_pass=b)
+            for c in boards for b in passes if c is None or b <= c
+            for d in sorted(set(drafts)) for p in sorted(set(prms))
+            for t in sorted(set(targets))]
 
 
 def power_frontier(rows: list[dict]) -> list[bool]:

@@ -12,7 +12,12 @@ from heteroreason.model.files import LoadedOnUse
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config, qwen2_config
 from heteroreason.model.timing.device_timing import LlmTiming, timing
 from heteroreason.model.timing.energy import DevicePower, power
-from heteroreason.model.timing.fpga.platform import BOARDS, board_power, draft_timing
+from heteroreason.model.timing.fpga.platform import (
+    BOARDS,
+    ENGINE_CONTEXTS,
+    board_power,
+    draft_timing,
+)
 from heteroreason.model.timing.link import LinkConfig, link
 
 __all__ = ["CONFIGS", "FPGA_MODELS", "GPU_DRAFTS", "DraftSide", "ServingMode", "SystemConfig",
@@ -90,6 +95,9 @@ class SystemConfig:
     fpga_system_w: float
     kv_bytes_per_element: float = 2.0
     prompt_in_contexts: bool = True
+    # problems the FPGA draft engine holds at once by design (None: as many as the board's HBM
+    # holds at the PRM's context limit: the artifact simulator's board, the paper's claim)
+    fpga_contexts: int | None = None
 
     def draft(self, mode: ServingMode) -> DraftSide:
         """Where ``mode`` drafts, and what follows from it: the one place that decides."""
@@ -99,22 +107,29 @@ class SystemConfig:
         return DraftSide(False, self.draft_gpu, self.draft_gpu_power,
                          qwen2_config(self.draft_gpu.model), self.three_gpu_system_w)
 
-    def with_fpga(self, fpga: LlmTiming, fpga_power: DevicePower | None = None) -> SystemConfig:
-        """The configuration with another FPGA draft (and its board's power). The measured
+    def with_fpga(self, fpga: LlmTiming, fpga_power: DevicePower | None = None, *,
+                  contexts: int | None = None) -> SystemConfig:
+        """The configuration with another FPGA draft (and its board's power, and the problems
+        its engine holds: ``contexts``, None for as many as the HBM holds). The measured
         HeteroReason system power follows the board: the artifact's figure with the old board's
         power swapped for the new one's."""
+        if contexts is not None:
+            checks.integer("fpga contexts", contexts, low=1, note="or None")
         if fpga_power is None:
-            return replace(self, fpga=fpga)
+            return replace(self, fpga=fpga, fpga_contexts=contexts)
         system_w = self.fpga_system_w - self.fpga_power.active_w + fpga_power.active_w
-        return replace(self, fpga=fpga, fpga_power=fpga_power, fpga_system_w=system_w)
+        return replace(self, fpga=fpga, fpga_power=fpga_power, fpga_system_w=system_w,
+                       fpga_contexts=contexts)
 
 
 def _fpga_draft(board: str, preset: str | None = None, *,
-                ingest_batch: int = 1) -> tuple[LlmTiming, DevicePower]:
+                ingest_batch: int = 1) -> tuple[LlmTiming, DevicePower, int | None]:
     """The board's draft timing (the artifact's preset, or the RTL-calibrated model, its ingest
-    in passes of ``ingest_batch``) and its power."""
-    return (timing(preset) if preset else draft_timing(board, ingest_batch=ingest_batch)), \
-        board_power(board)
+    in passes of ``ingest_batch``), its power and the problems it holds at once (the artifact's
+    board: as many as its HBM holds; this project's: its DraftEngine's)."""
+    if preset:
+        return timing(preset), board_power(board), None
+    return draft_timing(board, ingest_batch=ingest_batch), board_power(board), ENGINE_CONTEXTS
 
 
 # the FPGA draft models a configuration can run with, named ``<source>-<board>`` (``fpga/`` and
@@ -178,5 +193,6 @@ def system_config(name: str, *, fpga: str | None = None,
             raise ValueError(f"unknown FPGA model {fpga!r}; choose one of "
                              f"{', '.join(FPGA_MODELS)}")
         if FPGA_MODELS[fpga] is not None:
-            config = config.with_fpga(*FPGA_MODELS[fpga]())
+            draft, board_w, contexts = FPGA_MODELS[fpga]()
+            config = config.with_fpga(draft, board_w, contexts=contexts)
     return config

@@ -228,6 +228,8 @@ def test_predict_fpga_prints_the_projection(tmp_path):
     ("predict_fpga.py", ["--ingest-batch", "0"],
      "--ingest-batch must be a positive integer, not 0"),
     ("predict_fpga.py", ["--out", "/dev/null/p"], "--out: "),
+    ("predict_fpga.py", ["--passes", "9"],
+     "--passes must be integers in [1, 8] (contexts a pass), not 9"),
     ("predict_fpga.py", ["--ingest-step", "2000000000"],
      "--ingest-step must be at most the model's context, 32768, not 2000000000"),
 ])

@@ -45,6 +45,15 @@ def test_simulate_writes_records_and_a_chrome_trace(tmp_path):
     (["size", "--slo", "nan"], "argument --slo: nan must be a finite number > 0"),
     (["capacity", "--slo", "0.5", "--problems", "30"], "below the fastest possible"),
     (["simulate", "--seed", "-1"], "must be a non-negative integer, not -1"),
+    (["simulate", "--contexts", "0"], "argument --contexts: 0 must be a finite number > 0"),
+    (["simulate", "--contexts", "100000"], "must be in [1, 65536] (problems a board)"),
+    # more problems a board than its HBM holds: the board, the limit and the value named
+    (["simulate", "--contexts", "5000", "--problems", "3"],
+     "draft_slots 5000: board u280-300's HBM holds 321 problems"),
+    (["simulate", "--per-pass", "9"], "must be in [1, 8] (drafts a pass)"),
+    (["simulate", "--per-pass", "4", "--problems", "3"], "per_pass 4: a board holds 1 problem"),
+    (["simulate", "--per-pass", "3", "--contexts", "4", "--problems", "3"],
+     "per_pass must be a power of two <= 8, not 3"),
 ])
 def test_bad_input_exits_2(tmp_path, args, message):
     r = _run(*args, "--out", str(tmp_path))
@@ -73,10 +82,39 @@ def test_size_reports_the_frontier_and_the_cheapest_pools_for_a_load(tmp_path):
     assert (tmp_path / "size.png").stat().st_size > 0
 
 
+def test_size_searches_the_problems_a_board_holds(tmp_path):
+    r = _run("size", "--slo", "120", "--drafts", "1", "--prms", "1", "--targets", "1",
+             "--contexts", "1", "4", "--problems", "40", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "size.json").read_text())
+    assert [row["board_contexts"] for row in rows] == [1, 4]
+    assert [row["system"].rsplit("/", 1)[-1] for row in rows] == ["contexts=1", "contexts=4"]
+    # a board holding four problems carries at least what one holding one does (within the
+    # search's 2 % bracket)
+    assert rows[1]["capacity_per_s"] >= rows[0]["capacity_per_s"] * 0.98
+
+
+def test_size_searches_the_drafts_a_pass(tmp_path):
+    r = _run("size", "--slo", "120", "--drafts", "1", "--prms", "1", "--targets", "1",
+             "--contexts", "1", "4", "--per-pass", "1", "4", "--problems", "40",
+             "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "size.json").read_text())
+    # a board holding one problem drafts one a pass: that point is left out of the grid
+    assert [(row["board_contexts"], row["per_pass"]) for row in rows] == [(1, 1), (4, 1),
+                                                                         (4, 4)]
+
+
 def test_compare_reports_speedups_at_load(tmp_path):
     r = _run("compare", "--slo", "120", "--pools", "1", "1", "1", "--problems", "30",
              "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
+    # the answer first, with the board as the RTL builds it (the default FPGA)
+    assert r.stdout.startswith("Verdict: HeteroReason "), r.stdout[:300]
+    assert "FPGA 'rtl-u280-300': 1 problem a board, as this project's RTL builds" in \
+        " ".join(r.stdout.split())
+    capacity = json.loads((tmp_path / "compare.json").read_text())
+    assert [row["board_contexts"] for row in capacity] == [None, 1, 1]
     rows = json.loads((tmp_path / "compare_speedup.json").read_text())
     assert [row["load_fraction"] for row in rows] == [0.0, 0.5, 0.9] * 2
     for row in rows:

@@ -36,6 +36,7 @@ other operators token by token, with the single-token core's calibrated overhead
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 from heteroreason.model import checks
@@ -211,7 +212,7 @@ class CoreTiming:
 
     def token_cycles(self, position: int, *, keep_logits: bool = True) -> float:
         """Cycles from taking a token at ``position`` to being done with it (its sample out)."""
-        return self._pass_cycles(position, keep_logits=keep_logits, batch=1)
+        return self._pass_cycles((position,), keep_logits=keep_logits)
 
     def batch_cycles(self, position: int, batch: int) -> float:
         """Cycles of a batched ingest: the ``batch`` tokens (at most the design's
@@ -226,16 +227,33 @@ class CoreTiming:
         last = self.config.max_context - batch
         checks.integer("position", position, low=0, high=last,
                        note=f"the model's context less the batch of {batch}")
-        return self._pass_cycles(position, keep_logits=False, batch=batch)
+        return self._pass_cycles(tuple(range(position, position + batch)), keep_logits=False)
 
-    def _operator_cycles(self, position: int, *, keep_logits: bool,
-                         batch: int) -> list[tuple]:
-        """:meth:`operators` for a pass of ``batch`` tokens from ``position``: the compute
-        cycles of every token's share of an operator, the matrix-vector beats once."""
-        ops = self.operators(position, keep_logits=keep_logits)
-        if batch == 1:
+    def contexts_pass_cycles(self, positions: Sequence[int]) -> float:
+        """Cycles of one pass of the weights that drafts a token for each of several contexts,
+        each at its own position: issue 43's multi-context engine, which is not built, so an
+        estimate from this model's batched pass (each matrix-vector operator loads the tokens'
+        vectors in turn and streams its weights once; each token's KV write and attention
+        over its own context in turn; the LM head's vectors in turn and the sampler's latency
+        once, at the end). At most the design's ``ingest_batch`` tokens; one token is
+        :meth:`token_cycles`."""
+        positions = tuple(positions)
+        most = self.params.ingest_batch
+        checks.integer("contexts a pass", len(positions), low=1, high=most,
+                       note="the design's ingest_batch")
+        for k, position in enumerate(positions):
+            checks.integer(f"position of context {k}", position, low=0,
+                           high=self.config.max_context - 1, note="the model's context")
+        return self._pass_cycles(positions, keep_logits=True)
+
+    def _operator_cycles(self, positions: tuple[int, ...], *,
+                         keep_logits: bool) -> list[tuple]:
+        """:meth:`operators` for a pass of tokens at ``positions``: the compute cycles of every
+        token's share of an operator, the matrix-vector beats once."""
+        ops = self.operators(positions[0], keep_logits=keep_logits)
+        if len(positions) == 1:
             return ops
-        later = [self.operators(position + b, keep_logits=keep_logits) for b in range(1, batch)]
+        later = [self.operators(p, keep_logits=keep_logits) for p in positions[1:]]
         units = [op.unit for _, op in token_operators(self.config.layers,
                                                       keep_logits=keep_logits)]
         merged = []
@@ -245,12 +263,13 @@ class CoreTiming:
             merged.append((name, compute, beats))
         return merged
 
-    def _pass_cycles(self, position: int, *, keep_logits: bool, batch: int) -> float:
-        """Cycles of one pass of the weights for ``batch`` tokens from ``position``."""
+    def _pass_cycles(self, positions: tuple[int, ...], *, keep_logits: bool) -> float:
+        """Cycles of one pass of the weights for tokens at ``positions``."""
         p, o = self.params, self.overheads
         r = p.ratio
+        batch = len(positions)
         cap = p.weight_buffer * r  # stream beats the buffer holds
-        borrowed = self._borrowed_beats(position, keep_logits=keep_logits, batch=batch)
+        borrowed = self._borrowed_beats(positions, keep_logits=keep_logits)
         units = [op.unit for _, op in token_operators(self.config.layers,
                                                       keep_logits=keep_logits)]
         # a matrix-vector operator's parameters come with its weights (stream beats of it)
@@ -280,7 +299,7 @@ class CoreTiming:
         sinks = [op.sink for _, op in token_operators(self.config.layers,
                                                       keep_logits=keep_logits)]
         for index, ((name, compute, mv_beats), sink) in enumerate(zip(
-                self._operator_cycles(position, keep_logits=keep_logits, batch=batch), sinks,
+                self._operator_cycles(positions, keep_logits=keep_logits), sinks,
                 strict=True)):
             if index:  # the operator before leaves a cycle after its last handshake
                 stream(t + LEAVE_LATENCY)
@@ -317,18 +336,19 @@ class CoreTiming:
             else LEAVE_LATENCY
         return t + sample + o.tail
 
-    def _borrowed_beats(self, position: int, *, keep_logits: bool, batch: int) -> list[float]:
-        """:meth:`borrowed_bytes` of a pass of ``batch`` tokens in stream beats (the parameters
-        once a pass, the KV rows each token's): zeros unless ``shared_ports``."""
+    def _borrowed_beats(self, positions: tuple[int, ...], *,
+                        keep_logits: bool) -> list[float]:
+        """:meth:`borrowed_bytes` of a pass of tokens at ``positions`` in stream beats (the
+        parameters once a pass, the KV rows each token's): zeros unless ``shared_ports``."""
         ops = len(token_operators(self.config.layers, keep_logits=keep_logits))
         if not self.shared_ports:
             return [0.0] * ops
-        first = self.borrowed_bytes(position, keep_logits=keep_logits)
+        first = self.borrowed_bytes(positions[0], keep_logits=keep_logits)
         units = [op.unit for _, op in token_operators(self.config.layers,
                                                       keep_logits=keep_logits)]
         moved = list(first)
-        for b in range(1, batch):
-            later = self.borrowed_bytes(position + b, keep_logits=keep_logits)
+        for position in positions[1:]:
+            later = self.borrowed_bytes(position, keep_logits=keep_logits)
             for index, unit in enumerate(units):
                 if unit in (Unit.KV_WRITE, Unit.ATTENTION):
                     moved[index] += later[index]

@@ -83,6 +83,10 @@ MARGIN_CLOCK_RATIO = 250 / 300
 # the boards' designs read the parameters and the KV rows on the weights' ports, time-shared
 # (:func:`.hbm.plan_memory`): every port carries weights when nothing else flows
 SHARED_PORTS = True
+# problems one DraftEngine holds at once: one KVMU, one KV region, no context id on its host
+# interface (rtl/draft_engine.py). A board of this project's design serves one problem; issue
+# 43's multi-context engine would raise it
+ENGINE_CONTEXTS = 1
 
 _U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=960)
 _V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_301)

@@ -79,7 +79,7 @@ def test_shared_ports_change_nothing_where_nothing_is_borrowed():
     config = qwen2_config("test-tiny")
     params = DecoderParams(16, 8, heads_parallel=2, weight_buffer=64)
     timing = CoreTiming(config, params, 20, OVERHEADS)
-    assert timing._borrowed_beats(5, keep_logits=True, batch=1) == \
+    assert timing._borrowed_beats((5,), keep_logits=True) == \
         [0.0] * len(timing.operators(5))
     with pytest.raises(ValueError, match=r"^shared_ports must be a bool, not 1$"):
         CoreTiming(config, params, 20, OVERHEADS, shared_ports=1)
