@@ -83,8 +83,9 @@ def test_size_reports_the_frontier_and_the_cheapest_pools_for_a_load(tmp_path):
 
 
 def test_size_searches_the_problems_a_board_holds(tmp_path):
-    r = _run("size", "--slo", "120", "--drafts", "1", "--prms", "1", "--targets", "1",
-             "--contexts", "1", "4", "--problems", "40", "--out", str(tmp_path))
+    # a short SLO on short problems: a capacity run holds ten SLOs of arrivals
+    r = _run("size", "--slo", "30", "--datasets", "gsm8k", "--drafts", "1", "--prms", "1",
+             "--targets", "1", "--contexts", "1", "4", "--problems", "40", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     rows = json.loads((tmp_path / "size.json").read_text())
     assert [row["board_contexts"] for row in rows] == [1, 4]
@@ -95,8 +96,8 @@ def test_size_searches_the_problems_a_board_holds(tmp_path):
 
 
 def test_size_searches_the_drafts_a_pass(tmp_path):
-    r = _run("size", "--slo", "120", "--drafts", "1", "--prms", "1", "--targets", "1",
-             "--contexts", "1", "4", "--per-pass", "1", "4", "--problems", "40",
+    r = _run("size", "--slo", "30", "--datasets", "gsm8k", "--drafts", "1", "--prms", "1",
+             "--targets", "1", "--contexts", "1", "4", "--per-pass", "1", "4", "--problems", "40",
              "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     rows = json.loads((tmp_path / "size.json").read_text())
