@@ -250,19 +250,7 @@ class BatchedGpu(SharedDevice):
             if item.prefill is None and item.decode_left == 0:
                 finished.append(item)
         self._close_segment(self.loop.now, len(self.batch))
-        if finished:
-            self.batch = [i for i in self.batch if i.prefill is not None or i.decode_left]
-        for item in finished:
-            item.done_ms = item.work_ms
-            self.outstanding_ms -= item.work_ms  # (_forget of a served item)
-        self._in_callbacks = True
-        try:
-            for item in finished:
-                item.owner.completed(item)
-        finally:
-            self._in_callbacks = False
-        if self._seg is None:
-            self._plan()
+        self._finish(finished)
 
 
 def _run_ms(k: int, a: float, g: float) -> float:

@@ -252,6 +252,24 @@ class SharedDevice(Device):
         self._priority = min(i.priority for i in self.batch)
         self._changed()
 
+    def _finish(self, finished: list[Item]) -> None:
+        """The end of a segment: ``finished`` (served whole) leave the batch and their owners
+        hear of it; then, unless a callback started work, the next plan."""
+        if finished:
+            done = set(map(id, finished))
+            self.batch = [i for i in self.batch if id(i) not in done]
+        for item in finished:
+            item.done_ms = item.work_ms
+            self.outstanding_ms -= item.work_ms  # (_forget of a served item)
+        self._in_callbacks = True
+        try:
+            for item in finished:
+                item.owner.completed(item)
+        finally:
+            self._in_callbacks = False
+        if self._seg is None:
+            self._plan()
+
 
 def rank(item: Item) -> tuple[bool, int]:
     """Critical work before step-ahead prefetches, then in order of submission."""

@@ -164,16 +164,4 @@ class PassBoard(SharedDevice):
             if item.decode_left == 0:
                 finished.append(item)
         self._close_segment(self.loop.now, len(self.batch), len(cum))
-        if finished:
-            self.batch = [i for i in self.batch if i not in finished]
-        for item in finished:
-            item.done_ms = item.work_ms
-            self.outstanding_ms -= item.work_ms
-        self._in_callbacks = True
-        try:
-            for item in finished:
-                item.owner.completed(item)
-        finally:
-            self._in_callbacks = False
-        if self._seg is None:
-            self._plan()
+        self._finish(finished)
