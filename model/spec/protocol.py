@@ -1,13 +1,14 @@
 """The encodings the control RTL, its golden models and the host share: the KVMU's modes, the
 host's command opcodes, where a token came from and the sticky error codes. One definition,
 below both the RTL (:mod:`heteroreason.rtl.kvmu`, :mod:`heteroreason.rtl.input_mux`) and the
-golden models (:mod:`heteroreason.model.spec.golden`); docs/design.md §4 states them."""
+golden models (:mod:`heteroreason.model.spec.golden`); docs/design.md §4 states them (§4.6 the
+context errors of a KVMU holding several problems)."""
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["Error", "Mode", "Op", "Source"]
+__all__ = ["ContextError", "Error", "Mode", "Op", "Source"]
 
 
 class Mode(enum.IntEnum):
@@ -51,3 +52,12 @@ class Error(enum.IntEnum):
     HOST_TOKEN_IN_SPECULATION = 5
     DRAFT_TOKEN_OUTSIDE_SPECULATION = 6
     DRAFT_TOKEN_WHILE_STALLED = 7
+
+
+class ContextError(enum.IntEnum):
+    """Sticky error about a context id (docs/design.md §4.6); the encoding is the multi-context
+    KVMU's ``context_error`` ports (:mod:`heteroreason.rtl.multi_kvmu`)."""
+
+    NONE = 0
+    CONTEXT_OUT_OF_RANGE = 1
+    CONTEXT_NOT_INITIALISED = 2

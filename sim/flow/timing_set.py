@@ -7,6 +7,7 @@ __all__ = ["TIMING_SETS"]
 
 _SMALL = [
     ("kvmu", {"capacity": 4096}),
+    ("multi_kvmu", {"contexts": 4, "capacity": 4096}),
     ("input_mux", {}),
     ("kv_frontend", {}),
     ("mvu", {"lanes": 8, "max_beats": 16, "max_rows": 1024}),
@@ -63,6 +64,8 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643}),
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643, "width": 4}),
         ("kv_frontend", {"capacity": 4096}),
+        # the KVMU of the fleet's board: 16 problems (issue 43's goal) of 4,096 positions
+        ("multi_kvmu", {"contexts": 16, "capacity": 4096}),
         # the core's glue (scratchpad readers, sinks, sequencer) around small units, with the
         # KV cache in memory as the U280 design has it
         ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 16,

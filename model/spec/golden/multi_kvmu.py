@@ -9,8 +9,8 @@ changes only ``c``'s state.
 
 Context errors
 --------------
-Two errors are the engine's, not §4.1's (their codes, :class:`ContextError`, join
-:mod:`heteroreason.model.spec.protocol` with the RTL that reports them):
+Two errors are the engine's, not §4.1's (their codes,
+:class:`~heteroreason.model.spec.protocol.ContextError`, are the RTL's too):
 
 * a context id out of range (``id >= contexts``): nothing changes but the engine's sticky
   ``context_error`` (the first kept, with the id, until a CLEAR_ERROR);
@@ -28,17 +28,9 @@ from dataclasses import dataclass
 
 from heteroreason.model import checks
 from heteroreason.model.spec.golden.kvmu import GoldenKvmu, KvmuState, Outcome
-from heteroreason.model.spec.protocol import Error, Op, Source
+from heteroreason.model.spec.protocol import ContextError, Error, Op, Source
 
 __all__ = ["Activity", "ContextError", "ContextOutcome", "GoldenMultiKvmu"]
-
-
-class ContextError(enum.IntEnum):
-    """The engine's errors about context ids (sticky, as :class:`Error` is)."""
-
-    NONE = 0
-    CONTEXT_OUT_OF_RANGE = 1
-    CONTEXT_NOT_INITIALISED = 2
 
 
 class Activity(enum.Enum):
