@@ -146,8 +146,8 @@ def export_verilog(top: str, out_dir: str | Path, **params: int) -> Path:
 
 def run_bench(top: str, *, events: int = 10_000, seed: int = 1, simulator: str | None = None,
               build_root: str | Path | None = None) -> CocotbResult:
-    """The cocotb testbench of ``top`` (``kvmu`` or ``kv_frontend``: directed tests, the
-    paper's scenarios and ``events`` constrained-random events a traffic profile) on
+    """The cocotb testbench of ``top`` (``kvmu``, ``multi_kvmu`` or ``kv_frontend``: directed
+    tests, the paper's scenarios and ``events`` constrained-random events a traffic profile) on
     ``simulator`` (default: Verilator), built under ``build_root`` (default: the project's
     build cache, ``build/sim``); the counts of tests run and failed."""
     from heteroreason.commands.rtl_checks import BENCHES, MAX_EVENTS

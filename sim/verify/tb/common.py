@@ -12,7 +12,8 @@ from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 from heteroreason.sim.verify.plan import RunPlan, Stimulus
 
-__all__ = ["TbBase", "param", "param_text", "plan", "seeded_rng", "stimulus"]
+__all__ = ["TRAFFIC_PROFILES", "TbBase", "param", "param_text", "plan", "run_random_events",
+           "seeded_rng", "stimulus"]
 
 
 @functools.cache
@@ -103,3 +104,15 @@ class TbBase:
                 return
             await self.step()
         self.fail(f"{what} did not happen within {limit} cycles")
+
+
+# the random tests' traffic: (idle, backpressure) probabilities on the streams
+TRAFFIC_PROFILES = (("idle", "backpressure"), [(0.0, 0.0), (0.5, 0.5), (0.8, 0.9)])
+
+
+async def run_random_events(tb, events: int) -> None:
+    """Step until the testbench's suppliers have had ``events`` events taken (``tb.events``),
+    at most 40 cycles an event, then let it drain."""
+    await tb.run_until(lambda: tb.events >= events, limit=events * 40,
+                       what=f"{events} random events")
+    await tb.drain()

@@ -15,7 +15,7 @@ import cocotb
 
 from heteroreason.model.spec.golden.kvmu import KvmuState
 from heteroreason.model.spec.protocol import Error, Mode, Op, Source
-from heteroreason.sim.verify.tb.common import stimulus
+from heteroreason.sim.verify.tb.common import TRAFFIC_PROFILES, run_random_events, stimulus
 from heteroreason.sim.verify.tb.kvmu_env import KvmuTB, prime, start
 
 # ---------------------------------------------------------------- directed: the event table
@@ -258,16 +258,14 @@ def _random_token(tb: KvmuTB):
 
 
 @cocotb.test()
-@cocotb.parametrize((("idle", "backpressure"), [(0.0, 0.0), (0.5, 0.5), (0.8, 0.9)]))
+@cocotb.parametrize(TRAFFIC_PROFILES)
 async def random_sequences(dut, idle, backpressure):
     events = stimulus().random_events
     tb = await start(dut, f"random_sequences[idle={idle},bp={backpressure}]",
                      idle=idle, backpressure=backpressure)
     tb.cmd.supplier = lambda: _random_command(tb)
     tb.alloc.supplier = lambda: _random_token(tb)
-    await tb.run_until(lambda: tb.events >= events, limit=events * 40,
-                       what=f"{events} random events")
-    await tb.drain()
+    await run_random_events(tb, events)
     tb.log.info("seed=%d: %d events, %d submissions, %d cycles, legal %s, illegal %s", tb.seed,
                 tb.events, tb.submits_seen, tb.cycle, dict(tb.coverage),
                 {e.name: n for e, n in tb.errors_seen.items()})
