@@ -120,12 +120,13 @@ class MultiKvmuTB(TbBase):
         self.check((state, ctx_error, live) == (g.state(v), g.error(v), g.initialised(v)),
                    f"context {v}: RTL {state} {ctx_error.name} initialised={live} differs from "
                    f"the model {g.state(v)} {g.error(v).name} initialised={g.initialised(v)}")
+        masks = {name: int(getattr(d, name).value) for name in ("initialised", *_MASKS)}
         for c in range(self.contexts):
             activity = g.activity(c)
-            self.check(self._bit("initialised", c) == g.initialised(c),
+            self.check(bool(masks["initialised"] >> c & 1) == g.initialised(c),
                        f"context {c}: initialised bit differs from the model")
             for mask, meant in _MASKS.items():
-                self.check(self._bit(mask, c) == (activity is meant),
+                self.check(bool(masks[mask] >> c & 1) == (activity is meant),
                            f"context {c}: {mask} bit differs from the model ({activity.name})")
         self.check(ContextError(int(d.context_error.value)) == g.context_error,
                    f"engine error {int(d.context_error.value)} != {g.context_error.name}")
