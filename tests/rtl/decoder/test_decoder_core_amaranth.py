@@ -141,6 +141,7 @@ def run_batched_core(model, lanes, stall, batches, *, seed, batch, latency=0, **
     return got, cycles
 
 
+@pytest.mark.slow
 def test_a_batched_ingest_drafts_what_the_reference_does(tiny_model):
     """A prompt of five tokens ingested two a pass (the last pass one token), then two draft
     tokens: the samples equal the reference's greedy continuation, so every token of every
@@ -154,6 +155,7 @@ def test_a_batched_ingest_drafts_what_the_reference_does(tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_batches_of_up_to_four_with_two_rows_a_beat_and_wide_gains(tiny_model):
     """Up to four tokens a pass, two rows a matrix-vector beat, two gains a parameter beat (the
     replayed gains in spans), stalls on both streams: batches of three and two, a kept batch of

@@ -69,7 +69,8 @@ def test_engine_scenarios_with_stalls(tiny_scenarios, name, tmp_path):
         assert kinds.count("init") == 2
 
 
-@pytest.mark.parametrize("name", ["reject", pytest.param("backtrack", marks=pytest.mark.slow),
+@pytest.mark.parametrize("name", [pytest.param("reject", marks=pytest.mark.slow),
+                                  pytest.param("backtrack", marks=pytest.mark.slow),
                                   pytest.param("accept", marks=pytest.mark.slow)])
 def test_engine_scenarios_with_batched_ingest(tiny_scenarios, name, tmp_path):
     """The engine gathering host tokens two a pass (the prompt, the target's refined steps
@@ -102,6 +103,7 @@ def test_engine_with_the_weights_over_uneven_hbm_ports(tiny_scenarios, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_engine_at_other_parallelism(tiny_scenarios, tmp_path):
     scenarios, delimiter, eos = tiny_scenarios
     smooth = run_scenario(scenarios["backtrack"], delimiter, eos, ENGINE_B, SMOOTH, seed=12,
@@ -131,6 +133,7 @@ def test_core_greedy_tokens():
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_core_with_wide_parameter_beats():
     """Four gains a parameter beat: the RMSNorm emits four results a cycle into a scratchpad
     row's span, with stalls on the parameter stream too (the default run has four gains a beat
@@ -141,6 +144,7 @@ def test_core_with_wide_parameter_beats():
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_core_with_two_rows_a_beat():
     """Two rows a matrix-vector beat (32-byte weight beats from an 8-byte stream): two row
     parameters a parameter beat, two results a cycle into the scratchpad's spans, SwiGLU and
@@ -151,6 +155,7 @@ def test_core_with_two_rows_a_beat():
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_core_with_as_many_rows_a_beat_as_a_scratchpad_row():
     """Two rows a beat into two-element scratchpad rows: every result pair is a whole row (the
     residual's, the gate's, the store's), and the norm's two gains likewise."""
@@ -160,6 +165,7 @@ def test_core_with_as_many_rows_a_beat_as_a_scratchpad_row():
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_core_with_more_layers_than_the_0_5b():
     """26 layers: more operators than an 8-bit sequence counter holds."""
     run_core({"preset": "test-deep", "seed": 1, "lanes": 32, "stream_bytes": 32,
@@ -167,7 +173,7 @@ def test_core_with_more_layers_than_the_0_5b():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kv_rows", [1, 4])
+@pytest.mark.parametrize("kv_rows", [1, pytest.param(4, marks=pytest.mark.evidence)])
 def test_core_with_the_kv_cache_in_memory(kv_rows):
     """The greedy tokens with the KV cache in memory and stalls on every stream; with four key
     and value rows a memory beat (the long-context designs' attention), the rows of a beat past

@@ -15,11 +15,12 @@ TESTS_PER_RUN = 9  # 6 directed + 3 random traffic profiles
                          [(3, 3), pytest.param(4, 2, marks=pytest.mark.slow)])
 def test_multi_kvmu(simulator, contexts, seed):
     result = run_cocotb("multi_kvmu", TB, params={"contexts": contexts, "capacity": 64},
-                        simulator=simulator, seed=seed, stimulus=Stimulus(random_events=4_000))
+                        simulator=simulator, seed=seed, stimulus=Stimulus(random_events=3_000))
     assert (result.tests, result.failed) == (TESTS_PER_RUN, 0)
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_multi_kvmu_sixteen_contexts(simulator, long_seed):
     """The U280 design's 16 contexts (issue 43's goal), a capacity not a power of two."""
     result = run_cocotb("multi_kvmu", TB, params={"contexts": 16, "capacity": 100},

@@ -21,6 +21,7 @@ PARAMS = DecoderParams(64, 128, heads_parallel=4, weight_buffer=256, vector_widt
 PORTS = ((40, 0.3),) * 8
 
 
+@pytest.mark.slow
 def test_the_model_prices_the_shared_ports_as_the_rtl_runs_them():
     """Measured: the model 3.6 % under the RTL at position 16 and 0.3 % at 700 (on ports of
     their own, 2.1 % and 0.1 %: the ports' random gaps the model does not see)."""
