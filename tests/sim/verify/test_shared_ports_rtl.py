@@ -37,6 +37,7 @@ def test_the_model_prices_the_shared_ports_as_the_rtl_runs_them():
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_the_shared_ports_cost_what_they_carry():
     """The same tokens on ports of their own are faster, by less than the borrowed bytes at
     the stream's rate would cost at most (plus the ports' gaps)."""
