@@ -35,7 +35,7 @@ from heteroreason.rtl.compare import equals, is_zero
 from heteroreason.rtl.kvmu import AllocLayout, CommandLayout, Kvmu, SpanLayout
 from heteroreason.sim.flow.toolchain import yowasp_tool
 
-__all__ = ["FormalResult", "KvmuFormalHarness", "prove_kvmu", "run_sby"]
+__all__ = ["FormalResult", "KvmuFormalHarness", "check_run", "prove_kvmu", "run_sby"]
 
 
 class KvmuFormalHarness(wiring.Component):
@@ -135,19 +135,25 @@ def prove_kvmu(kvmu: Kvmu | None = None, *, capacity: int = 16, depth: int = 20,
     ``mode`` is ``prove`` (k-induction of length ``depth``) or ``bmc`` (bounded, ``depth``
     cycles from reset).
     """
-    checks.integer("depth", depth, low=1)
+    check_run(mode, depth)
     kvmu = kvmu if kvmu is not None else Kvmu(capacity=capacity)
     text = rtlil.convert(KvmuFormalHarness(kvmu), name="kvmu_formal", platform="formal")
     return run_sby(text, top="kvmu_formal", mode=mode, depth=depth, work_dir=Path(work_dir),
                    timeout_s=timeout_s)
 
 
-def run_sby(rtlil_text: str, *, top: str, mode: str, depth: int, work_dir: Path,
-            timeout_s: float) -> FormalResult:
-    """SymbiYosys (z3) on a harness's RTLIL, in ``work_dir``: ``mode`` ``prove`` or ``bmc``."""
+def check_run(mode: str, depth: int) -> None:
+    """Refuses a proof's ``mode`` other than ``prove`` or ``bmc`` and a ``depth`` below 1 (before
+    any harness is built)."""
     if mode not in ("prove", "bmc"):
         raise ValueError(f"mode must be 'prove' or 'bmc', not {mode!r}")
     checks.integer("depth", depth, low=1)
+
+
+def run_sby(rtlil_text: str, *, top: str, mode: str, depth: int, work_dir: Path,
+            timeout_s: float) -> FormalResult:
+    """SymbiYosys (z3) on a harness's RTLIL, in ``work_dir``: ``mode`` ``prove`` or ``bmc``
+    (checked by :func:`check_run`)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / f"{top}.il").write_text(rtlil_text)
     (work_dir / f"{top}.sby").write_text(

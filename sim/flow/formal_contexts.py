@@ -27,7 +27,6 @@ from amaranth.hdl import Assert, Module, ResetSignal, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from heteroreason.model import checks
 from heteroreason.model.spec.protocol import Mode, Op
 from heteroreason.rtl.compare import equals, is_zero
 from heteroreason.rtl.multi_kvmu import (
@@ -37,7 +36,7 @@ from heteroreason.rtl.multi_kvmu import (
     MultiSpanLayout,
     context_id_bits,
 )
-from heteroreason.sim.flow.formal import FormalResult, run_sby
+from heteroreason.sim.flow.formal import FormalResult, check_run, run_sby
 
 __all__ = ["MultiKvmuFormalHarness", "prove_contexts"]
 
@@ -122,7 +121,7 @@ def prove_contexts(dut: MultiKvmu | None = None, *, contexts: int = 3, capacity:
                    timeout_s: float = 600) -> FormalResult:
     """Run SymbiYosys on the harness around ``dut`` (a fresh ``MultiKvmu(contexts=...,
     capacity=...)`` if None); ``mode`` ``prove`` (k-induction of length ``depth``) or ``bmc``."""
-    checks.integer("depth", depth, low=1)
+    check_run(mode, depth)
     dut = dut if dut is not None else MultiKvmu(contexts=contexts, capacity=capacity)
     text = rtlil.convert(MultiKvmuFormalHarness(dut), name="multi_kvmu_formal",
                          platform="formal")
