@@ -14,7 +14,18 @@ from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.kv_frontend import HostMessageLayout, KvFrontEnd
 from heteroreason.rtl.kvmu import SpanLayout
 
-__all__ = ["DraftEngine"]
+__all__ = ["DraftEngine", "connect_memory_ports"]
+
+
+def connect_memory_ports(m, core: DecoderCore, engine) -> None:
+    """The core's memory ports (weights, parameters, and its KV ports with ``external_kv``)
+    as the engine's own."""
+    outgoing = ("wreq", "preq", "kv_store", "k_req", "v_req")
+    for name in ("wreq", "preq", "wdata", "pdata") + (KV_PORTS if core.external_kv else ()):
+        if name in outgoing:
+            wiring.connect(m, getattr(core, name), wiring.flipped(getattr(engine, name)))
+        else:
+            wiring.connect(m, wiring.flipped(getattr(engine, name)), getattr(core, name))
 
 
 class DraftEngine(wiring.Component):
@@ -67,6 +78,9 @@ class DraftEngine(wiring.Component):
         c = model.config
         checks.integer("capacity", capacity, low=1, high=c.max_context,
                        note="the model's maximum context")
+        if isinstance(params, DecoderParams) and params.contexts > 1:
+            raise ValueError(f"params.contexts is {params.contexts}: a DraftEngine holds one "
+                             f"context (several: MultiDraftEngine)")
         self._core = DecoderCore(model=model, params=params)
         self._token_width = max(1, (c.vocab - 1).bit_length())
         self._front = KvFrontEnd(capacity=capacity, token_width=self._token_width)
@@ -105,12 +119,7 @@ class DraftEngine(wiring.Component):
 
         wiring.connect(m, wiring.flipped(self.host), front.host)
         wiring.connect(m, front.submit, wiring.flipped(self.submit))
-        outgoing = ("wreq", "preq", "kv_store", "k_req", "v_req")
-        for name in ("wreq", "preq", "wdata", "pdata") + (KV_PORTS if core.external_kv else ()):
-            if name in outgoing:
-                wiring.connect(m, getattr(core, name), wiring.flipped(getattr(self, name)))
-            else:
-                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(core, name))
+        connect_memory_ports(m, core, self)
 
         # samples feed back into the MUX as draft tokens
         m.d.comb += [

@@ -60,10 +60,11 @@ def _board(fpga: str, config: str, contexts: set) -> str:
     if design is None:
         return (f"FPGA '{fpga}': {held} problem{plural} a board, as many as its HBM holds "
                 "(the paper artifact's board; its RTL is not this project's)")
+    engine = "its DraftEngine holds one" if design == 1 else \
+        f"its MultiDraftEngine holds {design}, drafting several a pass with --per-pass"
     if contexts == {design}:
         return (f"FPGA '{fpga}': {held} problem{plural} a board, as this project's RTL builds "
-                "it (its DraftEngine holds one; more a board is issue 43's multi-context "
-                "engine: try --contexts N)")
+                f"it ({engine})")
     return (f"FPGA '{fpga}': {held} problem{plural} a board, a what-if: this project's RTL "
             f"holds {design}")
 

@@ -126,10 +126,13 @@ def _fpga_draft(board: str, preset: str | None = None, *,
                 ingest_batch: int = 1) -> tuple[LlmTiming, DevicePower, int | None]:
     """The board's draft timing (the artifact's preset, or the RTL-calibrated model, its ingest
     in passes of ``ingest_batch``), its power and the problems it holds at once (the artifact's
-    board: as many as its HBM holds; this project's: its DraftEngine's)."""
+    board: as many as its HBM holds; this project's: one for a design of one token a pass,
+    else its MultiDraftEngine's :data:`~heteroreason.model.timing.fpga.platform.
+    ENGINE_CONTEXTS`)."""
     if preset:
         return timing(preset), board_power(board), None
-    return draft_timing(board, ingest_batch=ingest_batch), board_power(board), ENGINE_CONTEXTS
+    contexts = 1 if ingest_batch == 1 else ENGINE_CONTEXTS
+    return draft_timing(board, ingest_batch=ingest_batch), board_power(board), contexts
 
 
 # the FPGA draft models a configuration can run with, named ``<source>-<board>`` (``fpga/`` and

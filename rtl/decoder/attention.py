@@ -28,7 +28,7 @@ from heteroreason.rtl.decoder.attention_phases import (
     score_latency,
 )
 from heteroreason.rtl.decoder.pipeline import delay
-from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
+from heteroreason.rtl.limits import CONTEXT_LIMIT, MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = [
     "ACCUMULATE_LATENCY",
@@ -39,10 +39,18 @@ __all__ = [
     "accumulate_latency",
     "exp_latency",
     "job_cycles",
+    "kv_cache_rows",
     "kv_memory_ports",
     "score_latency",
 ]
 
+
+def kv_cache_rows(*, layers: int, kv_heads: int, max_context: int, contexts: int = 1) -> int:
+    """Rows of the KV cache (a K and a V row each): every layer's KV heads' ``max_context``
+    positions; with several contexts a region each, padded to a power of two (the context id
+    is the row address's top bits: no adder on the address path)."""
+    rows = layers * kv_heads * max_context
+    return rows if contexts == 1 else contexts << (rows - 1).bit_length()
 
 
 def kv_memory_ports(*, head_dim: int, rows: int, max_context: int, kv_rows: int = 1) -> dict:
@@ -93,6 +101,9 @@ class Attention(AttentionPhases, wiring.Component):
         Cache rows a cycle in each pass: a power of two that divides ``max_context`` (a job's
         rows start at a multiple of it). The on-chip cache is split into ``kv_rows`` banks
         (position modulo ``kv_rows``); an external cache's read beats carry ``kv_rows`` rows.
+    contexts : int
+        KV regions: above one, ``kv_write`` and ``cmd`` carry a context id (``ctx``), and a
+        job reads only its context's region (:func:`kv_cache_rows`).
 
     Members
     -------
@@ -101,7 +112,8 @@ class Attention(AttentionPhases, wiring.Component):
     q : In(stream.Signature(ArrayLayout(signed(8), head_dim)))
     out : Out(stream.Signature(StructLayout value ArrayLayout(signed(8), width), last))
     kv_store : Out(stream.Signature(StructLayout addr, k, v))
-        Only with ``external_kv``; row ``(layer * kv_heads + kv_head) * max_context + pos``.
+        Only with ``external_kv``; row ``(layer * kv_heads + kv_head) * max_context + pos`` of
+        the context's region.
     k_req, v_req : Out(stream.Signature(StructLayout addr, count))
         The first row (a multiple of ``kv_rows``) and the rows wanted, ``T``.
     k_rows, v_rows : In(stream.Signature(ArrayLayout(ArrayLayout(signed(8), head_dim), kv_rows)))
@@ -122,7 +134,7 @@ class Attention(AttentionPhases, wiring.Component):
     """
 
     def __init__(self, *, head_dim, kv_heads, layers, max_context, heads=1, external_kv=False,
-                 width=1, kv_rows=1):
+                 width=1, kv_rows=1, contexts=1):
         for name, value in (("head_dim", head_dim), ("kv_heads", kv_heads), ("layers", layers),
                             ("max_context", max_context), ("heads", heads), ("width", width)):
             checks.integer(name, value, low=1, error=TypeError,
@@ -134,6 +146,8 @@ class Attention(AttentionPhases, wiring.Component):
         checks.power_of_two("kv_rows", kv_rows, high=MULTIPLE_LIMIT)
         if max_context % kv_rows:
             raise ValueError(f"kv_rows ({kv_rows}) must divide max_context ({max_context})")
+        checks.integer("contexts", contexts, low=1, high=CONTEXT_LIMIT, error=TypeError)
+        self._contexts = contexts
         self._kv_rows = kv_rows
         self._head_dim = head_dim
         self._kv_heads = kv_heads
@@ -143,15 +157,18 @@ class Attention(AttentionPhases, wiring.Component):
         self._external_kv = bool(external_kv)
         self._width = width
         row = data.ArrayLayout(signed(8), head_dim)
-        rows = layers * kv_heads * max_context
+        rows = kv_cache_rows(layers=layers, kv_heads=kv_heads, max_context=max_context,
+                             contexts=contexts)
+        self._cache_rows = rows
         ports = kv_memory_ports(head_dim=head_dim, rows=rows, max_context=max_context,
                                 kv_rows=kv_rows) if external_kv else {}
+        ctx = {"ctx": range(contexts)} if contexts > 1 else {}
         super().__init__(ports | {
             "kv_write": In(stream.Signature(data.StructLayout({
                 "layer": range(layers), "kv_head": range(kv_heads), "pos": range(max_context),
-                "k": row, "v": row}))),
+                **ctx, "k": row, "v": row}))),
             "cmd": In(stream.Signature(data.StructLayout({
-                "layer": range(layers), "kv_head": range(kv_heads),
+                "layer": range(layers), "kv_head": range(kv_heads), **ctx,
                 "length": range(1, max_context + 1),
                 "exp_mult": unsigned(31), "exp_shift": unsigned(6),
                 "out_mult": unsigned(31), "out_shift": unsigned(6)}))),
@@ -200,7 +217,7 @@ class Attention(AttentionPhases, wiring.Component):
         shift = (nr - 1).bit_length()
         final = Signal(range(self._max_context), name="final")  # the length's last index
         m.d.comb += final.eq(j.job.length - 1)
-        m.d.sync += [j.start.eq(self._base(j.job.layer, j.job.kv_head)),
+        m.d.sync += [j.start.eq(self._address(j.job)),
                      j.last_t.eq(final >> shift)]
         if nr > 1:
             m.d.sync += j.tail.eq(Cat(final[:shift] >= r for r in range(nr)))
@@ -216,14 +233,23 @@ class Attention(AttentionPhases, wiring.Component):
         return m
 
     def _base(self, layer, kv_head):
-        """The cache row of position 0 of ``kv_head`` in ``layer``, read from a table of the
-        bases (a multiply would put a DSP on the address path)."""
+        """The cache row of position 0 of ``kv_head`` in ``layer`` within a region, read from
+        a table of the bases (a multiply would put a DSP on the address path)."""
         head_bits = len(kv_head)
         bases = [((index >> head_bits) * self._kv_heads + (index & ((1 << head_bits) - 1)))
                  * self._max_context for index in range(1 << (len(layer) + head_bits))]
-        rows = self._layers * self._kv_heads * self._max_context
+        rows = self._cache_rows // self._contexts
         return Array(Const(b if b <= rows else 0, range(rows + 1)) for b in bases)[
             Cat(kv_head, layer)]
+
+    def _address(self, beat, pos=None):
+        """The cache row of ``pos`` (``None``: 0) of ``beat``'s layer, KV head and context
+        (the region's top bits, see :func:`kv_cache_rows`)."""
+        row = self._base(beat.layer, beat.kv_head)
+        row = row if pos is None else row + pos
+        if self._contexts == 1:
+            return row
+        return Cat(row[:(self._cache_rows // self._contexts - 1).bit_length()], beat.ctx)
 
     def _job_signals(self, m, s_wr, s_rd, e_rds) -> SimpleNamespace:
         """The state of a job, shared by the passes."""
@@ -232,7 +258,7 @@ class Attention(AttentionPhases, wiring.Component):
         # one-hot: every test of the state is one flip-flop (a state register decoded in every
         # pass would fan out across the unit)
         state = Signal(7, init=1 << _IDLE)
-        rows = self._layers * self._kv_heads * self._max_context
+        rows = self._cache_rows
         j = SimpleNamespace(
             s_wr=s_wr, s_rd=s_rd, e_rds=e_rds, state=state, idle=state[_IDLE],
             job=Signal(self.cmd.payload.shape(), name="job"),
@@ -289,7 +315,7 @@ class Attention(AttentionPhases, wiring.Component):
         if self._external_kv:
             m.d.comb += [
                 self.kv_store.valid.eq(self.kv_write.valid & j.idle),
-                self.kv_store.payload.addr.eq(self._base(w.layer, w.kv_head) + w.pos),
+                self.kv_store.payload.addr.eq(self._address(w, w.pos)),
                 self.kv_store.payload.k.eq(w.k), self.kv_store.payload.v.eq(w.v),
                 self.kv_write.ready.eq(j.idle & self.kv_store.ready),
             ]
@@ -297,7 +323,7 @@ class Attention(AttentionPhases, wiring.Component):
         nr = self._kv_rows
         shift = (nr - 1).bit_length()
         row = data.ArrayLayout(signed(8), self._head_dim)
-        rows = self._layers * self._kv_heads * self._max_context
+        rows = self._cache_rows
         # a bank a position modulo ``kv_rows``: a job's rows start at a multiple of it
         k_wrs, v_wrs, k_rds, v_rds = [], [], [], []
         for b in range(nr):
@@ -316,7 +342,7 @@ class Attention(AttentionPhases, wiring.Component):
         k = Signal(row, name="kv_write_k", reset_less=True)
         v = Signal(row, name="kv_write_v", reset_less=True)
         en = Signal(name="kv_write_en")
-        m.d.sync += [addr.eq(self._base(w.layer, w.kv_head) + w.pos), k.eq(w.k), v.eq(w.v),
+        m.d.sync += [addr.eq(self._address(w, w.pos)), k.eq(w.k), v.eq(w.v),
                      en.eq(taken)]
         j.write_pending = en
         m.d.comb += self.kv_write.ready.eq(j.idle)

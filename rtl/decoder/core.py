@@ -4,13 +4,13 @@ units (:mod:`~heteroreason.rtl.decoder.mvu`, ``rmsnorm``, ``rope``, ``attention`
 (:data:`heteroreason.rtl.decoder.operators.OPERATORS`), with weights and parameters read from
 memory in the order of :func:`heteroreason.rtl.decoder.decode_schedule.decode_schedule`."""
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model.spec.numerics.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.compare import equals
-from heteroreason.rtl.decoder.attention import Attention, kv_memory_ports
+from heteroreason.rtl.decoder.attention import Attention, kv_cache_rows, kv_memory_ports
 from heteroreason.rtl.decoder.decode_schedule import decode_schedule
 from heteroreason.rtl.decoder.mvu import MatVecUnit
 from heteroreason.rtl.decoder.operators import (
@@ -18,9 +18,11 @@ from heteroreason.rtl.decoder.operators import (
     lm_head_pc,
 )
 from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.rtl.decoder.pass_sampler import PassSampler
 from heteroreason.rtl.decoder.rmsnorm import RmsNorm
 from heteroreason.rtl.decoder.rope import Rope
 from heteroreason.rtl.decoder.sampler import ArgmaxSampler
+from heteroreason.rtl.decoder.scratchpad import buffer_output
 from heteroreason.rtl.decoder.sequencer import Port, Sequencer, Units
 from heteroreason.rtl.decoder.swiglu import SwiGlu
 
@@ -143,17 +145,25 @@ class DecoderCore(wiring.Component):
         request = data.StructLayout({"addr": range(max(w_beats, p_beats)),
                                      "count": range(largest + 1)})
         kv_ports = kv_memory_ports(
-            head_dim=c.head_dim, rows=len(model.layers) * c.kv_heads * c.max_context,
+            head_dim=c.head_dim, rows=kv_cache_rows(layers=len(model.layers),
+                                                    kv_heads=c.kv_heads,
+                                                    max_context=c.max_context,
+                                                    contexts=params.contexts),
             max_context=c.max_context, kv_rows=params.kv_rows) if params.external_kv else {}
+        n = params.ingest_batch
         token = {"token": range(c.vocab), "pos": range(c.max_context), "keep": 1}
-        if params.ingest_batch > 1:  # a batch: its tokens at pos, pos + 1, ...
-            token = {"tokens": data.ArrayLayout(range(c.vocab), params.ingest_batch),
-                     "count": range(1, params.ingest_batch + 1),
+        sample = {"token": range(c.vocab), "step_end": 1, "eos": 1}
+        if params.contexts > 1:  # a pass: each token its context, position and keep
+            token = {"tokens": data.ArrayLayout(range(c.vocab), n), "count": range(1, n + 1),
+                     "ctx": data.ArrayLayout(range(params.contexts), n),
+                     "pos": data.ArrayLayout(range(c.max_context), n), "keep": n}
+            sample["ctx"] = range(params.contexts)
+        elif n > 1:  # a batch: its tokens at pos, pos + 1, ...
+            token = {"tokens": data.ArrayLayout(range(c.vocab), n), "count": range(1, n + 1),
                      "pos": range(c.max_context), "keep": 1}
         super().__init__(kv_ports | {
             "token": In(stream.Signature(data.StructLayout(token))),
-            "sample": Out(stream.Signature(data.StructLayout({
-                "token": range(c.vocab), "step_end": 1, "eos": 1}))),
+            "sample": Out(stream.Signature(data.StructLayout(sample))),
             "wreq": Out(stream.Signature(request)),
             "preq": Out(stream.Signature(request)),
             "wdata": In(stream.Signature(data.ArrayLayout(signed(8), params.stream_bytes))),
@@ -201,7 +211,15 @@ class DecoderCore(wiring.Component):
                          layers=len(self._model.layers),
                          max_context=c.max_context, heads=self._params.heads_parallel,
                          external_kv=self._params.external_kv, width=self._params.vector_width,
-                         kv_rows=self._params.kv_rows)
+                         kv_rows=self._params.kv_rows, contexts=self._params.contexts)
+
+    def _sampler(self):
+        c, p = self._config, self._params
+        if p.contexts == 1:
+            return ArgmaxSampler(vocab=c.vocab, delimiters=p.delimiters, eos=p.eos,
+                                 width=p.rows_per_beat)
+        return PassSampler(vocab=c.vocab, delimiters=p.delimiters, eos=p.eos,
+                           width=p.rows_per_beat, tokens=p.ingest_batch, contexts=p.contexts)
 
     def elaborate(self, platform):
         m = Module()
@@ -215,7 +233,7 @@ class DecoderCore(wiring.Component):
             rope=Rope(head_dim=c.head_dim, increments=self._model.rope_inc,
                       max_position=c.max_context - 1, width=p.vector_width),
             att=self._attention(), swiglu=SwiGlu(width=k * p.ingest_batch),
-            sampler=ArgmaxSampler(vocab=c.vocab, delimiters=p.delimiters, eos=p.eos, width=k))
+            sampler=self._sampler())
         for name, unit in vars(units).items():
             m.submodules[name] = unit
         wiring.connect(m, units.sampler.token, wiring.flipped(self.sample))
@@ -234,6 +252,8 @@ class DecoderCore(wiring.Component):
         weights = self._weight_path(m, running)
         params = self._param_path(m)
         seq = Sequencer(m, self._model, self._params, units, token, weights, params)
+        if p.contexts > 1:  # which tokens' samples leave, and their contexts
+            m.d.comb += [units.sampler.keep.eq(token.keep), units.sampler.ctx.eq(token.ctx)]
         # the sequencer starts the cycle after a token is taken (TOKEN_START_LATENCY): the
         # handshake's valid, which comes a long way, reaches only the token's registers
         taken = Signal()
@@ -248,7 +268,7 @@ class DecoderCore(wiring.Component):
             for pc, op in enumerate(OPERATORS):
                 with m.Case(pc):
                     if pc == lm_head:
-                        with m.If(~token.keep):
+                        with m.If(~seq.keep_any):
                             m.d.sync += running.eq(0)
                         with m.Else():
                             seq.run(op)
@@ -303,8 +323,8 @@ class DecoderCore(wiring.Component):
             with m.If(start_token):
                 m.d.sync += [embeds.eq(0), rest.eq(0)]
             embedding = embeds < token.count
-            m.d.comb += req.valid.eq(running & (embedding | (rest == 0) | ((rest == 1)
-                                                                         & token.keep)))
+            keep = token.keep if self._params.contexts == 1 else token.keep.any()
+            m.d.comb += req.valid.eq(running & (embedding | (rest == 0) | ((rest == 1) & keep)))
             tok = token.tokens[embeds[:max(1, (n - 1).bit_length())]]
             with m.If(embedding):
                 if req is self.wreq:
@@ -346,7 +366,7 @@ class DecoderCore(wiring.Component):
                              part.eq(part + 1)]
                 with m.If(equals(part, ratio - 1)):
                     m.d.sync += [part.eq(0), full.eq(1)]
-        port = _output_register(m, wbuf, data.ArrayLayout(signed(8), lanes), "wbuf_out")
+        port = buffer_output(m, wbuf, data.ArrayLayout(signed(8), lanes), "wbuf_out")
         m.d.comb += [self.weight_wait.eq(running & port.ready & ~port.valid),
                      self.buffer_full.eq(self.wdata.valid & ~self.wdata.ready)]
         return port
@@ -357,40 +377,5 @@ class DecoderCore(wiring.Component):
                                                         depth=self._params.param_buffer)
         m.d.comb += [pbuf.w_data.eq(self.pdata.payload), pbuf.w_en.eq(self.pdata.valid),
                      self.pdata.ready.eq(pbuf.w_rdy)]
-        return _output_register(m, pbuf, layout, "pbuf_out")
+        return buffer_output(m, pbuf, layout, "pbuf_out")
 
-
-def _output_register(m, buffer, shape, name: str) -> Port:
-    """``buffer``'s read side through registers (:data:`BUFFER_OUTPUT_LATENCY` cycles): a block
-    RAM's clock-to-output leaves no time for logic or a long route behind it in the same
-    cycle. Its output lands in a register of its own (loaded every cycle, nothing before it),
-    then in one of three entries taken in turn. The buffer is read while the entries have room
-    for every beat in flight (a registered condition, so the consumer's ready reaches no read
-    enable). Full throughput: a beat read, one landing and one held as another is taken."""
-    landed = Signal(shape, name=f"{name}_landed", reset_less=True)
-    landed_valid = Signal(name=f"{name}_landed_valid")
-    entries = [Signal(shape, name=f"{name}_{k}", reset_less=True) for k in range(3)]
-    valid = Signal(name=f"{name}_valid")
-    payload = Signal(shape, name=f"{name}_data")
-    held = Signal(range(4), name=f"{name}_held")
-    room = Signal(name=f"{name}_room", init=1)  # held + landed < 3, registered
-    front = Signal(range(3), name=f"{name}_front")  # the entry the consumer sees
-    back = Signal(range(3), name=f"{name}_back")  # the entry the landed beat goes to
-    port = Port(valid, Signal(name=f"{name}_ready"), payload)
-    arrive, take, after = Signal(), Signal(), Signal(range(4))
-    m.d.comb += [buffer.r_en.eq(room), arrive.eq(buffer.r_rdy & room),
-                 take.eq(valid & port.ready), after.eq(held + landed_valid - take)]
-    with m.Switch(front):
-        for k, entry in enumerate(entries):
-            with m.Case(k):
-                m.d.comb += payload.eq(entry)
-    m.d.sync += [landed.eq(buffer.r_data), landed_valid.eq(arrive), held.eq(after),
-                 valid.eq(after != 0), room.eq(after + arrive < 3)]
-    for k, entry in enumerate(entries):
-        with m.If(landed_valid & (back == k)):
-            m.d.sync += entry.eq(landed)
-    with m.If(landed_valid):
-        m.d.sync += back.eq(Mux(back == 2, 0, back + 1))
-    with m.If(take):
-        m.d.sync += front.eq(Mux(front == 2, 0, front + 1))
-    return port

@@ -8,7 +8,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from heteroreason.model import checks
-from heteroreason.rtl.limits import DELIMITER_LIMIT, MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
+from heteroreason.rtl.limits import (
+    CONTEXT_LIMIT,
+    DELIMITER_LIMIT,
+    MULTIPLE_LIMIT,
+    SIZE_LIMIT,
+    WIDTH_LIMIT,
+)
 
 __all__ = ["DecoderParams"]
 
@@ -56,6 +62,12 @@ class DecoderParams:
         Most tokens a pass of the weights takes (a batched ingest), a power of two: the
         matrix-vector unit meets each weight beat with that many vectors, the scratchpad has a
         bank per token and SwiGLU ``rows_per_beat * ingest_batch`` lanes.
+    contexts : int
+        KV regions the core keeps (problems resident, at most ``CONTEXT_LIMIT``). Above one,
+        a pass's tokens come from any contexts, each with its own context id, position and
+        sample flag (docs/design.md §4.7): a context's KV rows lie in its own region, each
+        token attends over its own context's rows up to its own position, and a sampler per
+        token of the pass gives each kept token's sample. Needs ``ingest_batch`` of 2 or more.
     delimiters : tuple of int
         Step-delimiter token ids the sampler marks (``step_end``).
     eos : int
@@ -73,6 +85,7 @@ class DecoderParams:
     external_kv: bool = False
     ingest_batch: int = 1
     kv_rows: int = 1
+    contexts: int = 1
     delimiters: tuple[int, ...] = ()
     eos: int = 0
 
@@ -95,6 +108,11 @@ class DecoderParams:
         checks.power_of_two("ingest_batch", self.ingest_batch,  # SwiGLU's lanes
                             high=MULTIPLE_LIMIT)
         checks.power_of_two("kv_rows", self.kv_rows, high=MULTIPLE_LIMIT)
+        checks.integer("contexts", self.contexts, low=1, high=CONTEXT_LIMIT,
+                       note="KV regions, problems resident")
+        if self.contexts > 1 and self.ingest_batch < 2:
+            raise ValueError(f"contexts={self.contexts} needs ingest_batch of 2 or more (a pass "
+                             f"of tokens from several contexts), not {self.ingest_batch}")
         if self.external_kv not in (False, True):  # 0 and 1 too
             raise ValueError(f"external_kv must be a bool, not {self.external_kv!r}")
         object.__setattr__(self, "external_kv", bool(self.external_kv))

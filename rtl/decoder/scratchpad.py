@@ -11,7 +11,7 @@ from amaranth.lib import data, memory
 from heteroreason.rtl.compare import equals
 
 __all__ = ["READ_LATENCY", "SCRATCH_BUFFERS", "BankedScratchpad", "LockstepReaders", "Port",
-           "RowReader", "Scratchpad", "SelectedReader"]
+           "RowReader", "Scratchpad", "SelectedReader", "buffer_output"]
 
 SCRATCH_BUFFERS = ("r", "h", "q", "k", "v", "a", "g", "x")
 # a reader started in one cycle has its first row this many cycles after the next: the read,
@@ -241,3 +241,40 @@ class BankedScratchpad:
         self.reader0 = SelectedReader(m, [bank.reader0 for bank in self.banks], select,
                                       name="reader0")
         self.reader1 = LockstepReaders(m, [bank.reader1 for bank in self.banks])
+
+
+def buffer_output(m, buffer, shape, name: str) -> Port:
+    """``buffer``'s read side through registers (the core's :data:`~heteroreason.rtl.decoder.
+    core.BUFFER_OUTPUT_LATENCY` cycles; used by its prefetch buffers): a block
+    RAM's clock-to-output leaves no time for logic or a long route behind it in the same
+    cycle. Its output lands in a register of its own (loaded every cycle, nothing before it),
+    then in one of three entries taken in turn. The buffer is read while the entries have room
+    for every beat in flight (a registered condition, so the consumer's ready reaches no read
+    enable). Full throughput: a beat read, one landing and one held as another is taken."""
+    landed = Signal(shape, name=f"{name}_landed", reset_less=True)
+    landed_valid = Signal(name=f"{name}_landed_valid")
+    entries = [Signal(shape, name=f"{name}_{k}", reset_less=True) for k in range(3)]
+    valid = Signal(name=f"{name}_valid")
+    payload = Signal(shape, name=f"{name}_data")
+    held = Signal(range(4), name=f"{name}_held")
+    room = Signal(name=f"{name}_room", init=1)  # held + landed < 3, registered
+    front = Signal(range(3), name=f"{name}_front")  # the entry the consumer sees
+    back = Signal(range(3), name=f"{name}_back")  # the entry the landed beat goes to
+    port = Port(valid, Signal(name=f"{name}_ready"), payload)
+    arrive, take, after = Signal(), Signal(), Signal(range(4))
+    m.d.comb += [buffer.r_en.eq(room), arrive.eq(buffer.r_rdy & room),
+                 take.eq(valid & port.ready), after.eq(held + landed_valid - take)]
+    with m.Switch(front):
+        for k, entry in enumerate(entries):
+            with m.Case(k):
+                m.d.comb += payload.eq(entry)
+    m.d.sync += [landed.eq(buffer.r_data), landed_valid.eq(arrive), held.eq(after),
+                 valid.eq(after != 0), room.eq(after + arrive < 3)]
+    for k, entry in enumerate(entries):
+        with m.If(landed_valid & (back == k)):
+            m.d.sync += entry.eq(landed)
+    with m.If(landed_valid):
+        m.d.sync += back.eq(Mux(back == 2, 0, back + 1))
+    with m.If(take):
+        m.d.sync += front.eq(Mux(front == 2, 0, front + 1))
+    return port

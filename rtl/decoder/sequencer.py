@@ -75,6 +75,8 @@ class Sequencer(SequencerStreams, SequencerCases):
         self.q_model = model
         self.w, self.param = weights, param_port
         self.batch = p.ingest_batch
+        # the pass runs the LM head: its token keeps its logits (with contexts, any token)
+        self.keep_any = token.keep if p.contexts == 1 else token.keep.any()
         if self.batch == 1:
             self.sp = Scratchpad(m, c, p.vector_width)
             self.pos = token.pos
@@ -151,7 +153,9 @@ class Sequencer(SequencerStreams, SequencerCases):
         # the batch's token being run (its bank) and its position; the batch's last
         self.tok = Signal(range(self.batch), name="tok")
         self.last_tok = Signal(range(self.batch), name="last_tok")
-        self.pos = Signal(token.pos.shape(), name="tok_pos")
+        self.pos = Signal(range(c.max_context), name="tok_pos")
+        if p.contexts > 1:  # the token's context
+            self.ctx = Signal(range(p.contexts), name="tok_ctx")
         self.sp = BankedScratchpad(m, c, p.vector_width, self.batch, self.tok)
         self.first_tok = Signal(name="first_tok")
         m.d.comb += self.first_tok.eq(equals(self.tok, 0))
@@ -214,8 +218,16 @@ class Sequencer(SequencerStreams, SequencerCases):
                           self.flag["embed_param"].eq(1), self.flag["embedding"].eq(1),
                           self.w_base.eq(self.sp.start[OPERATORS[0].dst])]
         if self.batch > 1:
-            self.m.d.sync += [self.tok.eq(0), self.pos.eq(self.token.pos),
+            self.m.d.sync += [self.tok.eq(0), *self._token_at(0),
                               self.last_tok.eq(self.token.count - 1)]
+
+    def _token_at(self, index):
+        """Assignments that make the batch's token ``index`` (0 or ``tok + 1``) the one run:
+        its position (a batched ingest's: the batch's plus the index) and context."""
+        token = self.token
+        if self.p.contexts == 1:
+            return [self.pos.eq(token.pos if isinstance(index, int) else self.pos + 1)]
+        return [self.pos.eq(token.pos[index]), self.ctx.eq(token.ctx[index])]
 
     def run(self, op: Operator) -> None:
         """Elaborate operator ``op``'s case of the program counter."""
@@ -241,9 +253,9 @@ class Sequencer(SequencerStreams, SequencerCases):
                             # the batch's next token through the same operator, or on
                             with m.If(self.tok != self.last_tok):
                                 m.d.sync += [self.tok.eq(self.tok + 1),
-                                             self.pos.eq(self.pos + 1), *self._arrive(pc)]
+                                             *self._token_at(self.tok + 1), *self._arrive(pc)]
                             with m.Else():
-                                m.d.sync += [self.tok.eq(0), self.pos.eq(self.token.pos)]
+                                m.d.sync += [self.tok.eq(0), *self._token_at(0)]
                                 self._advance(pc)
                         else:
                             self._advance(pc)
@@ -284,7 +296,7 @@ class Sequencer(SequencerStreams, SequencerCases):
         if op.unit is Unit.SILU_TABLE:
             out.append(self.flag["silu"].eq(1))
         elif pc == lm_head_pc():  # it waits for the sampler (:meth:`matvec_streams`)
-            out.append(self.flag["cmd_sample"].eq(self.token.keep))
+            out.append(self.flag["cmd_sample"].eq(self.keep_any))
         elif op.unit in COMMAND_FLAGS:
             out.append(self.flag[COMMAND_FLAGS[op.unit]].eq(1))
         return out

@@ -86,7 +86,8 @@ class SequencerStreams:
                 cmd.exp_mult.eq(self.exp_mult), cmd.exp_shift.eq(self.exp_shift),
                 cmd.out_mult.eq(self.out_mult), cmd.out_shift.eq(self.out_shift),
                 kv.layer.eq(self.layer), kv.kv_head.eq(head), kv.pos.eq(self.pos),
-                kv.k.eq(self.krow), kv.v.eq(self.row)]
+                kv.k.eq(self.krow), kv.v.eq(self.row),
+                *([cmd.ctx.eq(self.ctx), kv.ctx.eq(self.ctx)] if self.p.contexts > 1 else [])]
 
     def gathers(self) -> None:
         """A gathered row into ``krow`` or ``row`` (element ``i``'s row of a head), on the
@@ -142,7 +143,8 @@ class SequencerStreams:
         self.logit = Signal(sampler.logits.payload.shape(), name="logit")
         self.logit_valid = Signal(name="logit_valid")
         m.d.sync += [self.logit_valid.eq(flag[Sink.SAMPLE] & mvu.out.valid),
-                     self.logit.value.eq(value if self.batch == 1 else self._last_tokens(value)),
+                     self.logit.value.eq(value if self.batch == 1 or self.p.contexts > 1
+                                         else self._last_tokens(value)),
                      self.logit.last.eq(last)]
         # the reader's row is done with its last element (or the vector's)
         row_done = (equals(j[:sp.shift], self.p.vector_width - r) if sp.shift else 1) | last

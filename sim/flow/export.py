@@ -30,6 +30,7 @@ from heteroreason.rtl.input_mux import InputMux
 from heteroreason.rtl.kv_frontend import KvFrontEnd
 from heteroreason.rtl.kvmu import Kvmu
 from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, TOKEN_BITS_LIMIT, WIDTH_LIMIT
+from heteroreason.rtl.multi_engine import MultiDraftEngine
 from heteroreason.rtl.multi_kvmu import MultiKvmu
 
 __all__ = [
@@ -129,11 +130,13 @@ TOPS: dict[str, TopSpec] = {
         {"vocab": 64, "delimiter": 5, "eos": 2, "width": 1},
         "argmax sampler with step-end/EOS marks"),
     "draft_engine": TopSpec(
-        lambda *, capacity, **options: _decoder(DraftEngine, extra={"capacity": capacity},
-                                                **options),
+        lambda *, capacity, **options: _decoder(
+            DraftEngine if options["contexts"] == 1 else MultiDraftEngine,
+            extra={"capacity": capacity}, **options),
         {"capacity": 64} | _DECODER_DEFAULTS,
         "DraftEngine: host interface, KVMU, input MUX and decoder for a preset's model "
-        "(random seeded W8A8 weights)"),
+        "(random seeded W8A8 weights); with contexts=N > 1 the MultiDraftEngine (N problems, "
+        "ingest_batch of them a pass)"),
     "decoder_core": TopSpec(
         lambda **options: _decoder(DecoderCore, **options), dict(_DECODER_DEFAULTS),
         "the decoder core alone (one token at a given position through the model)"),

@@ -27,6 +27,8 @@ _SMALL = [
     ("sampler", {"width": 4}),
     ("decoder_core", {}),
     ("draft_engine", {}),
+    # the multi-context engine: four problems, two a pass
+    ("draft_engine", {"contexts": 4, "ingest_batch": 2}),
 ]
 
 TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
@@ -83,5 +85,11 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 32,
                           "heads_parallel": 4, "vector_width": 8, "param_width": 8,
                           "rows_per_beat": 4, "external_kv": 1, "ingest_batch": 2}),
+        # and the multi-context engine of the fleet's board: 16 problems, four a pass (the
+        # gatherer, a MUX a context, the samplers a token, the KV regions)
+        ("draft_engine", {"preset": "test-small", "lanes": 32, "stream_bytes": 32,
+                          "heads_parallel": 4, "vector_width": 8, "param_width": 8,
+                          "rows_per_beat": 4, "external_kv": 1, "ingest_batch": 4,
+                          "contexts": 16, "capacity": 1024}),
     ],
 }

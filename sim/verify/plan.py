@@ -41,6 +41,8 @@ class Stimulus:
         The decoder-core timing test: positions to time one decode token at.
     scenario, cosim
         The DraftEngine's host scenario and the co-simulation's settings (JSON objects).
+    scenarios
+        The multi-context engine's host scenarios, one a context (a list of JSON objects).
     weight_ports
         The weight stream split byte-wise over HBM ports, each ``(latency, stall)`` of its own
         (:class:`~heteroreason.sim.verify.tb.hbm_channels.StripedChannel`); empty: one port with
@@ -77,6 +79,7 @@ class Stimulus:
     shared_kv_ports: bool = True
     shared_ports: bool = False
     scenario: Mapping | None = None
+    scenarios: list | None = None
     cosim: Mapping | None = None
     script: str | None = None
     result: str | None = None

@@ -229,14 +229,16 @@ class CoreTiming:
                        note=f"the model's context less the batch of {batch}")
         return self._pass_cycles(tuple(range(position, position + batch)), keep_logits=False)
 
-    def contexts_pass_cycles(self, positions: Sequence[int]) -> float:
-        """Cycles of one pass of the weights that drafts a token for each of several contexts,
-        each at its own position: issue 43's multi-context engine, which is not built, so an
-        estimate from this model's batched pass (each matrix-vector operator loads the tokens'
-        vectors in turn and streams its weights once; each token's KV write and attention
-        over its own context in turn; the LM head's vectors in turn and the sampler's latency
-        once, at the end). At most the design's ``ingest_batch`` tokens; one token is
-        :meth:`token_cycles`."""
+    def contexts_pass_cycles(self, positions: Sequence[int], *,
+                             samples: int | None = None) -> float:
+        """Cycles of one pass of the weights for tokens of several contexts (``DecoderParams(
+        contexts=N)``, docs/design.md §4.7), each at its own position: each matrix-vector
+        operator loads the tokens' vectors in turn and streams its weights once; each token's
+        embedding, norms, RoPE, KV write and attention (over its own context, up to its own
+        position) in turn; with ``samples`` kept tokens (all of them by default) the LM head
+        once, a sampler each, the first sample after the sampler's latency and each further
+        one a cycle later; with none, no LM head. At most the design's ``ingest_batch``
+        tokens; one kept token is :meth:`token_cycles`."""
         positions = tuple(positions)
         most = self.params.ingest_batch
         checks.integer("contexts a pass", len(positions), low=1, high=most,
@@ -244,7 +246,12 @@ class CoreTiming:
         for k, position in enumerate(positions):
             checks.integer(f"position of context {k}", position, low=0,
                            high=self.config.max_context - 1, note="the model's context")
-        return self._pass_cycles(positions, keep_logits=True)
+        samples = len(positions) if samples is None else samples
+        checks.integer("samples", samples, low=0, high=len(positions),
+                       note="the pass's tokens")
+        if not samples:
+            return self._pass_cycles(positions, keep_logits=False)
+        return self._pass_cycles(positions, keep_logits=True) + samples - 1
 
     def _operator_cycles(self, positions: tuple[int, ...], *,
                          keep_logits: bool) -> list[tuple]:

@@ -18,6 +18,7 @@ import numpy as np
 from amaranth.hdl import Shape
 
 from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder
+from heteroreason.rtl.decoder.attention import kv_cache_rows
 from heteroreason.rtl.decoder.core import PARAM_LAYOUT, DecoderCore
 from heteroreason.rtl.decoder.decode_schedule import entries_per_param_beat
 from heteroreason.rtl.decoder.operators import token_operators
@@ -60,7 +61,8 @@ def hbm_channels(dut, core: DecoderCore, rng, knobs: Stimulus, *,
         kv, kv_addr_bits, kv_beat = None, 1, 0
         if core.external_kv:
             c = core.model.config
-            rows = len(core.model.layers) * c.kv_heads * c.max_context
+            rows = kv_cache_rows(layers=len(core.model.layers), kv_heads=c.kv_heads,
+                                 max_context=c.max_context, contexts=core.params.contexts)
             kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng,
                           unwritten_reads_zero=unwritten_kv_reads_zero, serve_reads=False)
             kv_addr_bits = Shape.cast(core.k_req.payload.shape()["addr"].shape).width
@@ -85,7 +87,8 @@ def hbm_channels(dut, core: DecoderCore, rng, knobs: Stimulus, *,
     kv = None
     if core.external_kv:
         c = core.model.config
-        rows = len(core.model.layers) * c.kv_heads * c.max_context
+        rows = kv_cache_rows(layers=len(core.model.layers), kv_heads=c.kv_heads,
+                             max_context=c.max_context, contexts=core.params.contexts)
         kv = KvMemory(dut, core.kv_store.payload.shape(), rows=rows, rng=rng, latency=latency,
                       stall=stall, unwritten_reads_zero=unwritten_kv_reads_zero,
                       shared=knobs.shared_kv_ports, per_beat=core.params.kv_rows)

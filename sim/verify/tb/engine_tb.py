@@ -23,33 +23,22 @@ from heteroreason.sim.verify.tb.core_tb import hbm_channels, token_limit, top_mo
 from heteroreason.sim.verify.tb.streams import StreamSink, StreamSource
 
 
-class EngineTB(TbBase):
-    def __init__(self, dut, *, name: str):
-        seed, rng = seeded_rng(name)
-        super().__init__(dut, seed=seed, name=name)
-        self.model, params = top_model_and_params()
-        self.delimiters, self.eos = params.delimiters, params.eos
-        self.engine = DraftEngine(model=self.model, params=params, capacity=param("capacity"))
-        core = self.engine.core
-        knobs = stimulus()
-        self.weights, self.params, self.kv = hbm_channels(dut, core, rng, knobs)
-        layouts = {n: self.engine.signature.members[n].signature.members["payload"].shape
+class EngineBench(TbBase):
+    """What the engines' benches share: the HBM channels of the engine's core, the host
+    stream, the sinks of draft tokens and submitted spans, and a cycle's drive and observe
+    (a subclass checks the beats: ``check_draft``, ``check_span``, ``apply_host``)."""
+
+    def _ports(self, engine, rng, knobs) -> None:
+        dut = self.dut
+        self.weights, self.params, self.kv = hbm_channels(dut, engine.core, rng, knobs)
+        layouts = {n: engine.signature.members[n].signature.members["payload"].shape
                    for n in ("host", "draft_out", "submit")}
-        self.host = StreamSource(dut, "host", layouts["host"], rng=rng,
-                                 idle=knobs.idle)
-        backpressure = knobs.backpressure
+        self.host = StreamSource(dut, "host", layouts["host"], rng=rng, idle=knobs.idle)
         self.draft_out = StreamSink(dut, "draft_out", layouts["draft_out"], rng=rng,
-                                    backpressure=backpressure)
+                                    backpressure=knobs.backpressure)
         self.submit = StreamSink(dut, "submit", layouts["submit"], rng=rng,
-                                 backpressure=backpressure)
-        self.oracle = GreedyOracle(self.model)
-        self.context: list[int] = []  # the engine's tokens by KV position
-        self.host_pos = 0  # where the next host token goes
-        self.spans: deque[tuple[int, int]] = deque()  # submitted, not yet judged
-        self.drafts: list[tuple[int, int, int]] = []  # (token, pos, step_end)
-        self.events: list[list] = []  # what the engine and the host did, in order
-        self.host_tokens = 0
-        self.token_limit = token_limit(core)
+                                 backpressure=knobs.backpressure)
+        self.token_limit = token_limit(engine.core)
 
     @property
     def memories(self):
@@ -81,6 +70,23 @@ class EngineTB(TbBase):
             self.apply_host(message)
         for memory in self.memories:
             memory.observe(self.cycle)
+
+
+class EngineTB(EngineBench):
+    def __init__(self, dut, *, name: str):
+        seed, rng = seeded_rng(name)
+        super().__init__(dut, seed=seed, name=name)
+        self.model, params = top_model_and_params()
+        self.delimiters, self.eos = params.delimiters, params.eos
+        self.engine = DraftEngine(model=self.model, params=params, capacity=param("capacity"))
+        self._ports(self.engine, rng, stimulus())
+        self.oracle = GreedyOracle(self.model)
+        self.context: list[int] = []  # the engine's tokens by KV position
+        self.host_pos = 0  # where the next host token goes
+        self.spans: deque[tuple[int, int]] = deque()  # submitted, not yet judged
+        self.drafts: list[tuple[int, int, int]] = []  # (token, pos, step_end)
+        self.events: list[list] = []  # what the engine and the host did, in order
+        self.host_tokens = 0
 
     def check_draft(self, beat: dict) -> None:
         token, pos = beat["token"], beat["pos"]

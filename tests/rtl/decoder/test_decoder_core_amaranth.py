@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
-from heteroreason.model.spec.numerics.qwen2_float import random_weights
-from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder, activation_scales, quantize
+from heteroreason.model.spec.numerics.qwen2_int8 import IntDecoder
 from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
 from heteroreason.rtl.decoder.core import DecoderCore
@@ -69,12 +67,6 @@ def simulate(core, host, *, rng, stall, latency):
     sim.add_process(p_server)
     sim.add_testbench(host)
     sim.run()  # until the host testbench is done; the memory servers run in the background
-
-
-@pytest.fixture(scope="module")
-def tiny_model():
-    weights = random_weights(qwen2_config("test-tiny"), seed=1)
-    return quantize(weights, activation_scales(weights, seed=2, sequences=1, length=32))
 
 
 def greedy_continuation(model, prompt, count):

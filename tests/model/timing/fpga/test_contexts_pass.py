@@ -70,3 +70,28 @@ def test_the_boards_passes_against_their_tokens():
     assert PassCost("b", 2, 0, 3.0, 2.0).ratio == 1.5
     with pytest.raises(ValueError, match=r"contexts a pass must be an integer in \[1, 8\]"):
         contexts_pass_ms("qwen2.5-0.5b", "u280-300", [0] * 9)
+
+
+def test_a_pass_without_samples_has_no_lm_head_and_each_further_sample_costs_a_cycle():
+    timing = _timing()
+    positions = [3, 700, 41]
+    assert timing.contexts_pass_cycles(positions, samples=0) == timing._pass_cycles(
+        tuple(positions), keep_logits=False)
+    full = timing.contexts_pass_cycles(positions)
+    for kept in (1, 2):
+        assert timing.contexts_pass_cycles(positions, samples=kept) == full - (3 - kept)
+    with pytest.raises(ValueError, match=re.escape("samples must be an integer in [0, 3] (the "
+                                                   "pass's tokens), not 4")):
+        timing.contexts_pass_cycles(positions, samples=4)
+
+
+def test_the_contexts_parameter_is_checked():
+    with pytest.raises(ValueError, match=re.escape("contexts=4 needs ingest_batch of 2 or more "
+                                                   "(a pass of tokens from several contexts), "
+                                                   "not 1")):
+        DecoderParams(16, contexts=4)
+    with pytest.raises(ValueError, match=re.escape("contexts must be an integer in [1, 1,024] "
+                                                   "(KV regions, problems resident), not 0")):
+        DecoderParams(16, ingest_batch=2, contexts=0)
+    assert DecoderParams(16, ingest_batch=2, contexts=16).contexts == 16
+    assert DecoderParams.from_json({"lanes": 16}).contexts == 1
