@@ -113,14 +113,16 @@ def fleet(*, config: str = "config1", mode: str = "heteroreason", fpga: str | No
           pools: tuple[int, int, int] = (1, 1, 1), datasets: Sequence[str] = ("math500",),
           rate_per_s: float = 0.1, problems: int = 400, seed: int = 0,
           slo_s: float | None = None, contexts: int | None = None,
-          per_pass: int = 1) -> dict[str, Any]:
+          per_pass: int | None = None) -> dict[str, Any]:
     """One fleet (``pools``: draft devices, PRM GPUs, target GPUs) at one load: problems of
     ``datasets`` arriving as a Poisson process of ``rate_per_s``; its record (latency
     percentiles, throughput, goodput, energy, SLO attainment). ``fpga`` None: this project's
-    U280 design as the RTL builds it (one problem a board); ``contexts`` and ``per_pass``: a
-    board holding that many problems and drafting that many a pass (issue 43's engine, not
-    built: a what-if)."""
+    U280 design built for a pass of four, as the RTL builds it (its MultiDraftEngine: 16
+    problems a board, up to four drafted a pass); ``contexts`` and ``per_pass`` (None: the
+    design's): a board holding that many problems and drafting that many a pass (more
+    problems than the design's is a what-if)."""
     from heteroreason.model.fleet.search import FLEET_FPGA, FleetPoint, evaluate
+    from heteroreason.model.system.config import design_per_pass
 
     if isinstance(pools, str) or not isinstance(pools, Sequence) or len(pools) != 3:
         raise ValueError(f"pools must be three pool sizes (drafts, PRMs, targets), not "
@@ -130,7 +132,9 @@ def fleet(*, config: str = "config1", mode: str = "heteroreason", fpga: str | No
                                drafts=drafts, prms=prms, targets=targets,
                                datasets=tuple(_names("datasets", datasets)),
                                rate_per_s=rate_per_s, problems=problems, seed=seed,
-                               slo_s=slo_s, contexts=contexts, per_pass=per_pass))
+                               slo_s=slo_s, contexts=contexts,
+                               per_pass=design_per_pass(fpga or FLEET_FPGA)
+                               if per_pass is None else per_pass))
 
 
 def export_verilog(top: str, out_dir: str | Path, **params: int) -> Path:

@@ -7,7 +7,7 @@
     heteroreason fleet compare --slo 60 --pools 4 1 1 --out build/fleet
     heteroreason fleet costs --config config1      # the cost model and its sources
     heteroreason fleet size --slo 120 --drafts 1 2 4 8 --prms 1 2 --targets 1 2 --rate 0.2
-    heteroreason fleet size --slo 120 --contexts 1 4 16 --per-pass 1 4   # what-if boards
+    heteroreason fleet size --slo 120 --contexts 4 16 --per-pass 1 2 4   # the board's N and B
 
 ``simulate`` runs one fleet at one load (metrics, a CSV/JSON record, Chrome traces of its first
 problems and of every device over a window); ``sweep`` latency against load (CSV, JSON, PNG);
@@ -18,9 +18,10 @@ of capacity;
 ``size`` the capacity of every pool size of a grid, the frontier of capacity against power, the
 pool ratio of the most goodput per kW and (with ``--rate``) the least-power one that carries that
 load; ``costs`` the batched cost model's coefficients with their sources. The FPGA is this
-project's U280 design as the RTL builds it (one problem a board); ``--contexts N`` and
-``--per-pass B`` make a board hold N problems and draft B a pass (issue 43's engine, not built:
-a what-if, priced by the timing model's estimate). Sweeps and searches run
+project's U280 design built for a pass of four, as the RTL builds it (its MultiDraftEngine holds
+16 problems and drafts up to four a pass, priced by the calibrated pass); ``--contexts N`` and
+``--per-pass B`` make a board hold N problems and draft B a pass (more problems than the
+design's is a what-if; ``--fpga rtl-u280-300``: one problem a board). Sweeps and searches run
 serially, on a local Dask cluster (``--workers N``) or an existing one (``--scheduler
 tcp://HOST:PORT`` or ``$DASK_SCHEDULER_ADDRESS``); the results are the same. Bad input exits 2.
 """

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from heteroreason.commands.common import non_negative, positive
 from heteroreason.model.fleet.search import FLEET_FPGA, FleetPoint
-from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, ServingMode
+from heteroreason.model.system.config import (
+    CONFIGS,
+    FPGA_MODELS,
+    ServingMode,
+    design_per_pass,
+)
 from heteroreason.model.workload.bundled import BUNDLED_DIR
 
 __all__ = ["DATASETS", "cluster_options", "fleet_options", "fleet_point"]
@@ -34,8 +39,9 @@ def fleet_options(parser: argparse.ArgumentParser, *, rate: bool = True, configs
         parser.add_argument("--mode", choices=[m.value for m in ServingMode],
                             default="heteroreason", help="the serving mode")
     parser.add_argument("--fpga", choices=sorted(FPGA_MODELS), default=FLEET_FPGA,
-                        help="the FPGA draft model: this project's design on a board (its "
-                             "DraftEngine holds one problem), or 'artifact', the paper "
+                        help="the FPGA draft model: this project's design on a board "
+                             "(rtl-*: one problem a board; rtl-*-batch4: its MultiDraftEngine "
+                             "holds 16 and drafts up to four a pass), or 'artifact', the paper "
                              "artifact simulator's U280 (as many problems a board as its HBM "
                              "holds, the paper's claim)")
     parser.add_argument("--contexts", type=positive(int, "contexts"), default=None,
@@ -46,8 +52,8 @@ def fleet_options(parser: argparse.ArgumentParser, *, rate: bool = True, configs
     parser.add_argument("--per-pass", type=positive(int, "per_pass"), default=None,
                         nargs="+" if grid else None,
                         help="drafts a board runs a pass of its weights, a power of two "
-                             "(default 1, as built; more is issue 43's engine, not built, "
-                             "priced by the timing model's estimate)"
+                             "(default: the design's, 4 for rtl-*-batch4, else 1; priced by "
+                             "the calibrated pass of the MultiDraftEngine)"
                              + ("; a list: one grid each" if grid else ""))
     parser.add_argument("--pools", nargs=3, type=positive(int, "pool"), default=[1, 1, 1],
                         metavar=("DRAFTS", "PRMS", "TARGETS"),
@@ -88,6 +94,6 @@ def fleet_point(args, **changes) -> FleetPoint:
                        problems=args.problems, seed=args.seed, routing=args.routing,
                        max_prefetch=args.max_prefetch,
                        contexts=None if isinstance(args.contexts, list) else args.contexts,
-                       per_pass=1 if args.per_pass is None or isinstance(args.per_pass, list)
-                       else args.per_pass)
+                       per_pass=design_per_pass(args.fpga) if args.per_pass is None
+                       or isinstance(args.per_pass, list) else args.per_pass)
     return replace(point, **changes)

@@ -13,7 +13,7 @@ artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry att
 shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens, token
 by token and in batches of ``--ingest-batch`` (the design built with as many tokens a pass, with
 its resources); a pass drafting for several problems at once (``--passes``: 1, 2, 4 contexts a
-pass, an estimate for issue 43's engine, not built); each design's tok/s at the ``--clocks`` by
+pass, the MultiDraftEngine's, priced by the calibrated pass); each design's tok/s at the ``--clocks`` by
 context, with its share of the memory
 ceiling (the HBM's achievable bandwidth over a token's bytes); then what backs each
 board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
@@ -76,7 +76,7 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--ingest-batch", type=int, default=4,
                         help="tokens a pass of the modelled batched ingest (default 4)")
     parser.add_argument("--passes", type=int, nargs="+", default=[1, 2, 4],
-                        help="contexts drafted a pass (powers of two up to 8; an estimate)")
+                        help="contexts drafted a pass (powers of two up to 8)")
     parser.add_argument("--clocks", type=float, nargs="+", default=[200.0, 250.0, 300.0],
                         metavar="MHZ", help="the clocks each board's design is also priced at "
                                             "(MHz; until a routed design backs a clock, "

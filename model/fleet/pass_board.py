@@ -1,5 +1,5 @@
 """An FPGA board that drafts for several problems a pass of its weights (:class:`PassBoard`):
-issue 43's multi-context DraftEngine, which is not built, priced by the timing model's estimate
+the MultiDraftEngine (rtl/multi_engine.py), priced by the calibrated pass
 (:mod:`heteroreason.model.timing.fpga.passes`).
 
 Up to ``per_pass`` draft jobs share the passes, a token each a pass: a *segment* is a run of
@@ -8,7 +8,7 @@ board's :class:`~heteroreason.model.timing.fpga.passes.PassTable` at the drafts'
 (one further each pass). A draft that arrives, is cancelled or promoted waits for the end of the
 pass in flight: the run is cut there and planned again. Any other job (an ingest, a prefill)
 runs alone between passes at its batch-1 cost, the drafts in progress paused meanwhile (the
-engine's ingest path is its own). Critical work goes before step-ahead drafts, then in order of
+RTL lets an ingest share passes with drafts; the model does not: a cost it overstates). Critical work goes before step-ahead drafts, then in order of
 submission, as on the GPUs (:mod:`~heteroreason.model.fleet.batched_gpu`).
 """
 

@@ -147,6 +147,17 @@ FPGA_MODELS = {
     **{f"rtl-{board}-batch4": functools.partial(_fpga_draft, board, ingest_batch=4)
        for board in ("u280-300", "v80")},
 }
+# drafts a pass of each FPGA model's design (its ``ingest_batch``): four for the designs built
+# for a pass of four, whose MultiDraftEngine drafts for up to four of its problems a pass
+FPGA_PER_PASS = {name: 4 for name in FPGA_MODELS if name.endswith("-batch4")}
+
+
+def design_per_pass(fpga: str | None) -> int:
+    """Drafts a pass of the FPGA model ``fpga``'s design (one where it is not built for more,
+    and for the artifact's board)."""
+    return FPGA_PER_PASS.get(fpga or "", 1)
+
+
 # the artifact's U280 ran at 300 MHz
 ARTIFACT_BOARD = "u280-300"
 
