@@ -122,7 +122,6 @@ def fleet(*, config: str = "config1", mode: str = "heteroreason", fpga: str | No
     design's): a board holding that many problems and drafting that many a pass (more
     problems than the design's is a what-if)."""
     from heteroreason.model.fleet.search import FLEET_FPGA, FleetPoint, evaluate
-    from heteroreason.model.system.config import design_per_pass
 
     if isinstance(pools, str) or not isinstance(pools, Sequence) or len(pools) != 3:
         raise ValueError(f"pools must be three pool sizes (drafts, PRMs, targets), not "
@@ -132,9 +131,7 @@ def fleet(*, config: str = "config1", mode: str = "heteroreason", fpga: str | No
                                drafts=drafts, prms=prms, targets=targets,
                                datasets=tuple(_names("datasets", datasets)),
                                rate_per_s=rate_per_s, problems=problems, seed=seed,
-                               slo_s=slo_s, contexts=contexts,
-                               per_pass=design_per_pass(fpga or FLEET_FPGA)
-                               if per_pass is None else per_pass))
+                               slo_s=slo_s, contexts=contexts, per_pass=per_pass))
 
 
 def export_verilog(top: str, out_dir: str | Path, **params: int) -> Path:

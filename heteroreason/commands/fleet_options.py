@@ -8,12 +8,7 @@ from pathlib import Path
 
 from heteroreason.commands.common import non_negative, positive
 from heteroreason.model.fleet.search import FLEET_FPGA, FleetPoint
-from heteroreason.model.system.config import (
-    CONFIGS,
-    FPGA_MODELS,
-    ServingMode,
-    design_per_pass,
-)
+from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, ServingMode
 from heteroreason.model.workload.bundled import BUNDLED_DIR
 
 __all__ = ["DATASETS", "cluster_options", "fleet_options", "fleet_point"]
@@ -94,6 +89,5 @@ def fleet_point(args, **changes) -> FleetPoint:
                        problems=args.problems, seed=args.seed, routing=args.routing,
                        max_prefetch=args.max_prefetch,
                        contexts=None if isinstance(args.contexts, list) else args.contexts,
-                       per_pass=design_per_pass(args.fpga) if args.per_pass is None
-                       or isinstance(args.per_pass, list) else args.per_pass)
+                       per_pass=None if isinstance(args.per_pass, list) else args.per_pass)
     return replace(point, **changes)

@@ -13,8 +13,8 @@ artifact's preset ``fpga/artifact-u280``: 5.74 ms + 0.002464 ms per KV entry att
 shadow ingest of a refined step (``--ingest-step`` tokens) against as many decode tokens, token
 by token and in batches of ``--ingest-batch`` (the design built with as many tokens a pass, with
 its resources); a pass drafting for several problems at once (``--passes``: 1, 2, 4 contexts a
-pass, the MultiDraftEngine's, priced by the calibrated pass); each design's tok/s at the ``--clocks`` by
-context, with its share of the memory
+pass, the MultiDraftEngine's, priced by the calibrated pass); each design's tok/s at the
+``--clocks`` by context, with its share of the memory
 ceiling (the HBM's achievable bandwidth over a token's bytes); then what backs each
 board's clock (the committed timing evidence against the clock's LUT budget). Writes a plot of
 ms/token against context length.

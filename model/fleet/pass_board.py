@@ -8,7 +8,8 @@ board's :class:`~heteroreason.model.timing.fpga.passes.PassTable` at the drafts'
 (one further each pass). A draft that arrives, is cancelled or promoted waits for the end of the
 pass in flight: the run is cut there and planned again. Any other job (an ingest, a prefill)
 runs alone between passes at its batch-1 cost, the drafts in progress paused meanwhile (the
-RTL lets an ingest share passes with drafts; the model does not: a cost it overstates). Critical work goes before step-ahead drafts, then in order of
+RTL lets an ingest share passes with drafts; the model does not: a cost it overstates).
+Critical work goes before step-ahead drafts, then in order of
 submission, as on the GPUs (:mod:`~heteroreason.model.fleet.batched_gpu`).
 """
 

@@ -17,7 +17,7 @@ from heteroreason.model.fleet.engine import FleetRun, FleetSpec, Routing, simula
 from heteroreason.model.fleet.limits import MAX_PROBLEMS, SLO_S
 from heteroreason.model.fleet.metrics import fleet_metrics
 from heteroreason.model.fleet.workload import ArrivalKind, Arrivals, Workload, sample_workload
-from heteroreason.model.system.config import ServingMode, system_config
+from heteroreason.model.system.config import ServingMode, design_per_pass, system_config
 from heteroreason.model.workload.bundled import load_bundled
 
 __all__ = ["CAPACITY_SPAN_SLOS", "FLEET_FPGA", "CapacityResult", "FleetPoint", "bundled_workload",
@@ -53,7 +53,8 @@ class FleetPoint:
     min_span_s: float | None = None  # at least this many seconds of arrivals: more problems
     max_prefetch: int | None = None  # step-ahead prefetches a target batch may hold
     contexts: int | None = None  # problems a draft board holds (None: the design's)
-    per_pass: int = 1  # drafts a board runs a pass (issue 43's engine, estimated)
+    # drafts an FPGA board runs a pass (None: its design's, one for a GPU draft)
+    per_pass: int | None = None
 
     def __post_init__(self):
         checks.integer("problems", self.problems, low=1, high=MAX_PROBLEMS, error=FleetError)
@@ -86,7 +87,20 @@ class FleetPoint:
                          drafts=self.drafts, prms=self.prms, targets=self.targets,
                          routing=Routing.parse(self.routing),
                          max_prefetch_items=self.max_prefetch, draft_slots=self.contexts,
-                         per_pass=self.per_pass)
+                         per_pass=self.passes)
+
+    @property
+    def passes(self) -> int:
+        """Drafts a pass: ``per_pass``, or the FPGA design's where the mode drafts on it (at
+        most the problems a board holds, ``contexts``, a power of two)."""
+        if self.per_pass is not None:
+            return self.per_pass
+        fpga = system_config(self.config, fpga=self.fpga)
+        passes = design_per_pass(self.fpga) \
+            if fpga.draft(ServingMode.parse(self.mode)).on_fpga else 1
+        while self.contexts is not None and passes > self.contexts:
+            passes //= 2
+        return passes
 
     def arrivals(self) -> Arrivals:
         return Arrivals.poisson(self.rate_per_s) if self.cv == 1.0 else \
@@ -97,8 +111,8 @@ class FleetPoint:
         pools = f"{self.drafts}:{self.prms}:{self.targets}"
         cap = "" if self.max_prefetch is None else f"/prefetch<={self.max_prefetch}"
         ctx = "" if self.contexts is None else f"/contexts={self.contexts}"
-        if self.per_pass > 1:
-            ctx += f"/per_pass={self.per_pass}"
+        if self.passes > 1:
+            ctx += f"/per_pass={self.passes}"
         return f"{self.config}/{self.mode}/{'+'.join(self.datasets)}/{pools}{ctx}{cap}"
 
 
@@ -160,7 +174,7 @@ class CapacityResult:
                 "mode": self.point.mode, "datasets": "+".join(self.point.datasets),
                 "drafts": self.point.drafts, "prms": self.point.prms,
                 "targets": self.point.targets, "board_contexts": self.point.spec().slots(),
-                "per_pass": self.point.per_pass,
+                "per_pass": self.point.passes,
                 "active_power_w": self.point.spec().active_power_w, "slo_s": self.slo_s,
                 "capacity_per_s": self.capacity_per_s, "p99_at_capacity_s": self.p99_s,
                 "p99_vanishing_load_s": self.floor_p99_s,
@@ -273,7 +287,7 @@ def size_points(point: FleetPoint, drafts: list[int], prms: list[int],
     boards = [point.contexts] if contexts is None else sorted(set(contexts))
     passes = [point.per_pass] if per_pass is None else sorted(set(per_pass))
     return [replace(point, drafts=d, prms=p, targets=t, contexts=c, per_pass=b)
-            for c in boards for b in passes if c is None or b <= c
+            for c in boards for b in passes if c is None or b is None or b <= c
             for d in sorted(set(drafts)) for p in sorted(set(prms))
             for t in sorted(set(targets))]
 

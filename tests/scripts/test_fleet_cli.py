@@ -51,7 +51,10 @@ def test_simulate_writes_records_and_a_chrome_trace(tmp_path):
     (["simulate", "--contexts", "5000", "--problems", "3"],
      "draft_slots 5000: board u280-300's HBM holds 321 problems"),
     (["simulate", "--per-pass", "9"], "must be in [1, 8] (drafts a pass)"),
-    (["simulate", "--per-pass", "4", "--problems", "3"], "per_pass 4: a board holds 1 problem"),
+    (["simulate", "--fpga", "rtl-u280-300", "--per-pass", "4", "--problems", "3"],
+     "per_pass 4: a board holds 1 problem"),
+    (["simulate", "--per-pass", "8", "--contexts", "4", "--problems", "3"],
+     "per_pass 8: a board holds 4 problem"),
     (["simulate", "--per-pass", "3", "--contexts", "4", "--problems", "3"],
      "per_pass must be a power of two <= 8, not 3"),
 ])
@@ -89,7 +92,10 @@ def test_size_searches_the_problems_a_board_holds(tmp_path):
     assert r.returncode == 0, r.stderr
     rows = json.loads((tmp_path / "size.json").read_text())
     assert [row["board_contexts"] for row in rows] == [1, 4]
-    assert [row["system"].rsplit("/", 1)[-1] for row in rows] == ["contexts=1", "contexts=4"]
+    # the design's four a pass, at most what a board holds
+    assert [row["per_pass"] for row in rows] == [1, 4]
+    assert rows[0]["system"].endswith("/contexts=1")
+    assert rows[1]["system"].endswith("/contexts=4/per_pass=4")
     # a board holding four problems carries at least what one holding one does (within the
     # search's 2 % bracket)
     assert rows[1]["capacity_per_s"] >= rows[0]["capacity_per_s"] * 0.98
@@ -112,10 +118,11 @@ def test_compare_reports_speedups_at_load(tmp_path):
     assert r.returncode == 0, r.stderr
     # the answer first, with the board as the RTL builds it (the default FPGA)
     assert r.stdout.startswith("Verdict: HeteroReason "), r.stdout[:300]
-    assert "FPGA 'rtl-u280-300': 1 problem a board, as this project's RTL builds" in \
-        " ".join(r.stdout.split())
+    assert "FPGA 'rtl-u280-300-batch4': 16 problems a board, as this project's RTL builds" \
+        in " ".join(r.stdout.split())
     capacity = json.loads((tmp_path / "compare.json").read_text())
-    assert [row["board_contexts"] for row in capacity] == [None, 1, 1]
+    assert [row["board_contexts"] for row in capacity] == [None, 16, 16]
+    assert [row["per_pass"] for row in capacity] == [1, 4, 4]
     rows = json.loads((tmp_path / "compare_speedup.json").read_text())
     assert [row["load_fraction"] for row in rows] == [0.0, 0.5, 0.9] * 2
     for row in rows:

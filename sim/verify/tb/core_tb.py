@@ -119,7 +119,8 @@ class CoreTB(TbBase):
         self.model = self.core.model
         knobs = stimulus()
         self.weights, self.params, self.kv = hbm_channels(
-            dut, self.core, rng, knobs, unwritten_kv_reads_zero=name == "token_timing")
+            dut, self.core, rng, knobs,
+            unwritten_kv_reads_zero=name in ("token_timing", "pass_timing"))
         token_layout = self.core.token.payload.shape()
         sample_layout = self.core.sample.payload.shape()
         self.token = StreamSource(dut, "token", token_layout, rng=rng,
@@ -164,6 +165,31 @@ class CoreTB(TbBase):
         await self.run_until(
             lambda: len(self.samples) == wanted and not int(self.dut.busy.value),
             limit=limit, what=f"the core finishing the token at {pos}")
+        return self.cycle - start
+
+
+    async def run_pass(self, items, *, limit: int) -> int:
+        """Send one pass of a core with contexts — ``items``: (context, token, position,
+        keep) — and wait until the core is done with it (every kept sample taken)."""
+        layout = self.core.token.payload.shape()
+        n = self.core.params.ingest_batch
+
+        def packed(name, values):
+            width = Shape.cast(layout[name].shape.elem_shape).width
+            return sum(int(v) << (k * width) for k, v in enumerate(values))
+
+        wanted = len(self.samples) + sum(keep for *_, keep in items)
+        self.token.send(tokens=packed("tokens", [t for _, t, _, _ in items]),
+                        ctx=packed("ctx", [c for c, *_ in items]),
+                        pos=packed("pos", [p for _, _, p, _ in items]),
+                        keep=sum(int(k) << b for b, (*_, k) in enumerate(items)),
+                        count=len(items))
+        self.check(len(items) <= n, f"a pass of {len(items)} tokens; the core takes {n}")
+        start = self.cycle
+        await self.run_until(lambda: not self.token.busy, limit=limit, what="a pass")
+        await self.run_until(
+            lambda: len(self.samples) == wanted and not int(self.dut.busy.value),
+            limit=limit, what="the core finishing the pass")
         return self.cycle - start
 
 
@@ -222,6 +248,30 @@ async def token_timing(dut):
         tb.log.info("position %d: %d cycles, %d stream beats (%.1f%%), %.0f cycles/s", pos,
                     cycles, rows[-1]["stream_beats"], 100 * rows[-1]["stream_beats"] / cycles,
                     cycles / seconds)
+    out = stimulus().result
+    if out:
+        with open(out, "w") as f:
+            json.dump(rows, f)
+
+
+@cocotb.test()
+async def pass_timing(dut):
+    """Cycles of passes of a core with contexts: the stimulus' ``positions`` taken
+    ``ingest_batch`` at a time, each pass's tokens of contexts 0, 1, ... (every logit kept),
+    then each pass again with its first token alone (the single-token pass beside it)."""
+    tb = CoreTB(dut, name="pass_timing")
+    positions, n = list(stimulus().positions), tb.core.params.ingest_batch
+    tb.check(bool(positions) and tb.core.params.contexts >= n,
+             "the stimulus names no position, or the core holds fewer contexts than a pass")
+    await tb.reset()
+    limit = token_limit(tb.core)
+    rows = []
+    for first in range(0, len(positions), n):
+        group = positions[first:first + n]
+        for items in ([(c, 5, p, 1) for c, p in enumerate(group)], [(0, 5, group[0], 1)]):
+            cycles = await tb.run_pass(items, limit=limit)
+            rows.append({"positions": [p for _, _, p, _ in items], "cycles": cycles})
+            tb.log.info("pass at %s: %d cycles", rows[-1]["positions"], cycles)
     out = stimulus().result
     if out:
         with open(out, "w") as f:

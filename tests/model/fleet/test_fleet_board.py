@@ -33,6 +33,9 @@ def test_the_artifact_board_holds_what_its_hbm_holds_and_the_rtl_one_problem():
     assert _spec().slots() == _naive_hbm_slots("u280-300") > 100
     assert _spec("rtl-u280-300").slots() == 1
     assert _spec("rtl-v80").slots() == 1
+    # the designs built for a pass of four: the MultiDraftEngine's 16 (docs/design.md §4.7)
+    assert _spec("rtl-u280-300-batch4").slots() == 16
+    assert _spec("rtl-v80-batch4").slots() == 16
     assert _spec("rtl-v80").hbm_slots() == _naive_hbm_slots("v80")
     # a what-if board: as many as asked, up to the HBM's
     assert _spec("rtl-u280-300", draft_slots=16).slots() == 16

@@ -7,6 +7,7 @@ of that context alone, so no context saw another's KV rows."""
 import random
 
 import pytest
+from amaranth.hdl import Fragment
 
 from heteroreason.model.timing.fpga.calibration import CALIBRATION_FILE, load_calibration
 from heteroreason.model.timing.fpga.core_cycles import CoreTiming
@@ -122,3 +123,4 @@ def test_the_engines_take_the_contexts_they_are_built_for(tiny_model):
         PassSampler(vocab=64, tokens=1, contexts=2)
     engine = MultiDraftEngine(model=tiny_model, params=several, capacity=64)
     assert engine.contexts == 3 and engine.core.params.ingest_batch == 2
+    Fragment.get(engine, None)  # it elaborates (and its units are used)
