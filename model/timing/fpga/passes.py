@@ -4,8 +4,9 @@ priced with the RTL-calibrated timing model's pass
 (:meth:`~heteroreason.model.timing.fpga.core_cycles.CoreTiming.contexts_pass_cycles`) on the
 board's design built with B vectors a weight beat (:func:`~.platform.design_for` with
 ``ingest_batch`` B: two vectors a DSP slice, a scratchpad bank a token, a sampler a token). The
-pass uses the calibration's single-token overheads: on test-tiny it is within 0.5 % of the
-RTL's passes of one and two contexts (tests/rtl/decoder/test_decoder_contexts_amaranth.py).
+pass uses the calibration's single-token overheads: within 0.5 % of the RTL's passes on
+test-tiny (Amaranth) and 0.71 % on test-small at four a pass (Verilator,
+tests/sim/verify/test_contexts_timing_cocotb.py).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ __all__ = ["ESTIMATE", "MOST_A_PASS", "PassCost", "PassTable", "contexts_pass_ms
 
 # the most contexts a pass priced: the designs' vectors a beat the search builds for it
 MOST_A_PASS = 8
-ESTIMATE = ("the calibrated pass of the MultiDraftEngine (within 0.5 % of its RTL on "
-            "test-tiny; the full-size pass is the model's)")
+ESTIMATE = ("the MultiDraftEngine's pass, calibrated: within 0.71 % of its RTL on test-small "
+            "on Verilator; the full-size pass is the model's")
 
 
 def _design_batch(contexts: int) -> int:
