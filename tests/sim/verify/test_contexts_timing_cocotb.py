@@ -38,6 +38,7 @@ def measured_passes():
 
 
 @pytest.mark.slow
+@pytest.mark.evidence  # 206 s in CI's long runs: with an RTL change's evidence chain instead
 def test_a_pass_of_four_contexts_takes_the_modelled_cycles():
     timing = CoreTiming(qwen2_config("test-small"), PARAMS, LATENCY,
                         load_calibration().overheads)
