@@ -178,13 +178,13 @@ class CoreTB(TbBase):
             width = Shape.cast(layout[name].shape.elem_shape).width
             return sum(int(v) << (k * width) for k, v in enumerate(values))
 
+        self.check(len(items) <= n, f"a pass of {len(items)} tokens; the core takes {n}")
         wanted = len(self.samples) + sum(keep for *_, keep in items)
         self.token.send(tokens=packed("tokens", [t for _, t, _, _ in items]),
                         ctx=packed("ctx", [c for c, *_ in items]),
                         pos=packed("pos", [p for _, _, p, _ in items]),
                         keep=sum(int(k) << b for b, (*_, k) in enumerate(items)),
                         count=len(items))
-        self.check(len(items) <= n, f"a pass of {len(items)} tokens; the core takes {n}")
         start = self.cycle
         await self.run_until(lambda: not self.token.busy, limit=limit, what="a pass")
         await self.run_until(
