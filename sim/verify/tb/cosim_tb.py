@@ -104,13 +104,14 @@ class CosimTB(EngineTB):
 
 
 class RtlDraft:
-    """The controller's draft backend: the engine on the simulator (call from a bridge
-    thread)."""
+    """The controller's draft backend: the engine on the simulator, or one context of it (call
+    from a bridge thread). ``step(context, max_tokens)`` is the testbench's coroutine that
+    brings the engine to ``context`` and returns its next step."""
 
-    def __init__(self, tb: CosimTB, *, stops: frozenset[int]):
-        self.name = "draft-rtl"
+    def __init__(self, step, *, stops: frozenset[int], name: str = "draft-rtl"):
+        self.name = name
         self.max_context = param("capacity")
-        self._tb = tb
+        self._step = step
         self._stops = stops
         self.calls = 0
 
@@ -120,10 +121,10 @@ class RtlDraft:
                                   f"the controller at {sorted(stop)}")
         if len(context) + max_tokens > self.max_context:
             raise ControllerError(f"{self.name}: context of {len(context)} tokens plus a step "
-                                  f"of up to {max_tokens} exceeds the engine's capacity of "
+                                  f"of up to {max_tokens} exceeds its KV capacity of "
                                   f"{self.max_context}")
         self.calls += 1
-        return resume(self._tb.draft_step)(list(context), max_tokens)
+        return resume(self._step)(list(context), max_tokens)
 
 
 @cocotb.test()
@@ -136,14 +137,15 @@ async def brsd_with_rtl_draft(dut):
     tb.log.info("COCOTB_RANDOM_SEED=%d prompts=%d controller=%s", tb.seed,
                 len(plan["prompts"]), plan["controller"])
     await tb.reset()
-    target, prm = backends(param_text("preset"), param("seed"))
-    draft = RtlDraft(tb, stops=controller.stops)
+    models = backends(param_text("preset"), param("seed"))
+    draft = RtlDraft(tb.draft_step, stops=controller.stops)
     chains: list[list[int]] = []
 
     def run():
         traces = []
         with open(plan["trace_out"], "w") as out:  # each problem as soon as it is complete
             for i, prompt in enumerate(plan["prompts"]):
+                target, prm = models.for_problem()
                 trace, chain = run_problem(prompt, draft=draft, target=target, prm=prm,
                                            config=controller, dataset=param_text("preset"),
                                            problem_id=str(i))

@@ -14,6 +14,7 @@ from heteroreason.sim.flow.hierarchy import (
     read_hierarchy,
     synthesize_hierarchy,
 )
+from heteroreason.sim.flow.synth import read_stat_json
 
 PRIMITIVES = """
 .model BUFG
@@ -149,3 +150,12 @@ def test_a_synthesized_hierarchy_adds_up(tmp_path):
         assert sum(getattr(r, field) for r in h.units.values()) == getattr(h.total, field)
     assert h.links and all(n > 0 for n in h.links.values())
     json.dumps([n.__dict__ for n in h.largest_nets])
+
+
+def test_stat_json_of_yosys_0_23_reads_without_its_hierarchy_lines(tmp_path):
+    """The one reader of ``stat -json`` (export --synth, the fit): the tree lines Yosys 0.23
+    writes into a hierarchical design's JSON are dropped, nothing else."""
+    (tmp_path / "s.json").write_text(STAT)
+    stat = read_stat_json(tmp_path / "s.json")
+    assert set(stat) == {"modules", "design"}
+    assert stat["modules"]["\\top.u2"]["num_cells_by_type"] == {"FDRE": 2}

@@ -2,7 +2,10 @@
 same run, token for token, as with the integer reference as its draft; the engine's KVMU modes
 follow the controller's decisions; the captured trace replays through the scheduler."""
 
+import re
+
 import numpy as np
+import pytest
 
 from heteroreason.model.controller.brsd import ControllerConfig
 from heteroreason.model.system.simulate import simulate_file
@@ -54,3 +57,43 @@ def test_rtl_in_the_loop(tmp_path):
     assert [len(t.steps) for t in traces] == [len(t["steps"]) for t in cosim["traces"]]
     result = simulate_file(trace_file, config="config1", mode="heteroreason")
     assert result.summary.latency_s > 0 and len(result.runs) == 2
+
+
+@pytest.mark.slow
+def test_several_problems_at_once(tmp_path):
+    """Four problems on the MultiDraftEngine of two contexts, two drafts a pass (about 90 s on
+    Verilator): a controller a context, each taking the next problem when its last one ends, the
+    same run per problem as with the reference draft, every command confirmed by its context's
+    mode, and the contexts' drafts sharing passes of the weights."""
+    prompts = [[int(t) for t in np.random.default_rng(s).integers(2, 256, 6)]
+               for s in (1, 2, 3, 4)]
+    trace_file = tmp_path / "traces.jsonl"
+    reference = run_reference(prompts, CONTROLLER, preset=PRESET, seed=SEED)
+    cosim = run_cosim(prompts, CONTROLLER, preset=PRESET, seed=SEED, contexts=2, per_pass=2,
+                      trace_out=trace_file)
+    assert cosim["traces"] == reference["traces"]
+    assert cosim["chains"] == reference["chains"]
+    outcomes = {s["outcome"] for t in reference["traces"] for s in t["steps"]}
+    assert outcomes == {"accept", "rescue", "backtrack"}
+    # both contexts served problems, each problem once, two at a time from the start
+    ran = cosim["contexts"]
+    assert sorted(i for problems in ran.values() for i in problems) == [0, 1, 2, 3]
+    assert ran["0"][0] == 0 and ran["1"][0] == 1
+    commands = cosim["commands"]  # [cycle, context, command, pos, mode]
+    assert {c[2] for c in commands} == {"accept", "reject", "init"}
+    assert all(c[4] for c in commands) and {c[1] for c in commands} == {0, 1}
+    steps = sum(len(t["steps"]) for t in reference["traces"])
+    assert cosim["draft_calls"] == steps == len(commands)
+    # drafts of both contexts in one pass: more tokens than passes
+    assert cosim["tokens"] > 1.2 * cosim["passes"], cosim
+    assert [t.problem_id for t in load_traces(trace_file)] == ["0", "1", "2", "3"]
+
+
+def test_run_cosim_refuses_bad_contexts():
+    for contexts, per_pass, message in ((0, 2, "contexts must be an integer in [1, 1024]"),
+                                        (2, 4, "per_pass must be 2, 4 or 8 and at most "
+                                               "contexts (2), not 4"),
+                                        (4, 3, "per_pass must be 2, 4 or 8")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            run_cosim(PROMPTS, CONTROLLER, preset=PRESET, seed=SEED, contexts=contexts,
+                      per_pass=per_pass)
