@@ -7,9 +7,10 @@ draft? The paper's evaluation replayed on the system scheduler, the verdict firs
     heteroreason reproduce --traces $A/with_bt --no-bt-traces $A/no_bt \\
         --prompt-tokens 128 --configs config1
 
-It prints the verdict (at most 100 columns): per configuration and dataset the latency of the
-three-GPU baseline, of the GPU-only t2 and of HeteroReason with each FPGA model, its speed-up
-over both, J/token, the FPGA draft's break-even against t2, and a sentence per configuration.
+It prints the verdict (at most 100 columns): first a sentence per configuration, then per
+configuration and dataset the latency of the three-GPU baseline, of the GPU-only t2 and of
+HeteroReason with each FPGA model, its speed-up over both, J/token and the FPGA draft's
+break-even against t2.
 ``--full`` adds the full table (every mode, with and without backtracking, the paper's figures
 beside ours) and every input's source. Writes OUT/reproduction.{csv,json} (the full table, a
 row per mode and FPGA model), OUT/verdict.{csv,json}, OUT/sources.csv, OUT/run.json (the
@@ -228,11 +229,11 @@ def _run(args, argv: list[str], stage: Path) -> int:
         return 2
     elapsed = time.monotonic() - start
 
-    print(textwrap.fill(f"traces: {source}; without backtracking: {no_bt_source}", 100))
     if verdicts:
         print(format_verdict(verdicts, gpu_draft=args.gpu_draft))
     else:
         note(f"no verdict: it compares the FPGA models {', '.join(VERDICT_FPGAS)} (--fpgas)")
+    print(textwrap.fill(f"traces: {source}; without backtracking: {no_bt_source}", 100))
     configs = [system_config(name, gpu_draft=args.gpu_draft) for name in args.configs]
     if args.full or not verdicts:
         print()

@@ -192,8 +192,8 @@ def _sentence(config: str, verdicts: Sequence[VerdictRow]) -> str:
 
 
 def format_verdict(verdicts: Sequence[VerdictRow], *, gpu_draft: str, width: int = 100) -> str:
-    """The verdict screen: the models named, the latency table, the energy table and one
-    sentence per configuration, every line at most ``width`` columns."""
+    """The verdict screen: one sentence per configuration first, then the models named, the
+    latency table and the energy table, every line at most ``width`` columns."""
     config = system_config(verdicts[0].config, gpu_draft=gpu_draft)
     draft = config.draft_gpu
     gpu_source = GPU_DRAFTS[gpu_draft] or f"{draft.name}, the configuration's own"
@@ -205,7 +205,12 @@ def format_verdict(verdicts: Sequence[VerdictRow], *, gpu_draft: str, width: int
               "latency over HeteroReason's, on the same traces (above 1: HeteroReason is "
               "faster). Break-even: the FPGA draft's ms/token at which HeteroReason equals t2 "
               f"(other terms of '{VERDICT_FPGAS[BREAK_EVEN_BASE]}')."]
-    lines = [line for para in head for line in textwrap.wrap(para, width)]
+    lines = []
+    for config_name in dict.fromkeys(v.config for v in verdicts):
+        lines += textwrap.wrap(_sentence(config_name, [v for v in verdicts
+                                                       if v.config == config_name]), width)
+    lines.append("")
+    lines += [line for para in head for line in textwrap.wrap(para, width)]
     lines.append("")
     cols = "".join(f"{label:>19}" for label in VERDICT_FPGAS.values())
     lines.append(f"{'':16}{'latency s':>14}{'HeteroReason: latency s, x t2, x base':>57}")
@@ -225,10 +230,6 @@ def format_verdict(verdicts: Sequence[VerdictRow], *, gpu_draft: str, width: int
         lines.append(f"{v.config:<8}{v.dataset[:8]:<8}{v.baseline_j_per_token:>7.2f}"
                      f"{v.t2_j_per_token:>7.2f}"
                      + "".join(f"{o.j_per_token:>15.2f}" for o in v.fpgas))
-    lines.append("")
-    for config_name in dict.fromkeys(v.config for v in verdicts):
-        lines += textwrap.wrap(_sentence(config_name, [v for v in verdicts
-                                                       if v.config == config_name]), width)
     return "\n".join(lines)
 
 

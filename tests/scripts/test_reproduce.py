@@ -67,6 +67,7 @@ def _check_the_verdict(proc, out):
     sentences = [line for line in proc.stdout.splitlines()
                  if line.startswith(("config1: ", "config2: "))]
     assert len(sentences) == 2
+    assert first[0] == sentences[0], "the sentence verdict is not the first line"
     verdict = list(csv.DictReader((out / "verdict.csv").read_text().splitlines()))
     assert len(verdict) == 2 * 4 * 3
     full = {(r["config"], r["dataset"], r["mode"], r["fpga"]): r for r in csv.DictReader(
