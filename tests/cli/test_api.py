@@ -48,7 +48,7 @@ def test_a_verilog_export(tmp_path):
 
 
 def test_a_cocotb_bench_run():
-    result = hr.run_bench("kvmu", events=3000)  # seed 1: every illegal event covered
+    result = hr.run_bench("kvmu", events=5000)  # the fewest the coverage goals take
     assert result.tests > 0 and result.failed == 0
     with pytest.raises(ValueError, match="no testbench for 'mvu'"):
         hr.run_bench("mvu")

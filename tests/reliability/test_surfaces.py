@@ -91,7 +91,10 @@ def test_a_trace_generation_that_fails_leaves_nothing(tmp_path):
      "must fit test-tiny's context of 512 tokens"),
     (["numerics", "--positions", "999999999999"], "--positions must be an integer in [1, 512]"),
     (["rtl-checks", "--events", "9999999999999"], "--events must be an integer in "
-                                                  "[1, 1,000,000]"),
+                                                  "[5,000, 1,000,000]"),
+    (["rtl-checks", "--events", "1000"], "--events must be an integer in [5,000, 1,000,000] "
+                                         "(fewer random events miss the tests' coverage "
+                                         "goals), not 1000"),
     (["rtl-checks", "--seed", "-1"], "--seed must be a non-negative integer"),
     (["timing", "--top", "mvu", "--yosys", "/nonexistent/yosys"],
      "--yosys: /nonexistent/yosys is not an executable program"),
@@ -223,7 +226,8 @@ def test_arrival_timestamps_are_checked_by_the_api_too(stamps, message):
     (lambda hr: hr.export_verilog("kvmu", None), TypeError,
      r"^out_dir must be a path \(str or os.PathLike\), not None$"),
     (lambda hr: hr.run_bench("kvmu", events=0), ValueError,
-     r"^events must be an integer in \[1, 1,000,000\], not 0$"),
+     r"^events must be an integer in \[5,000, 1,000,000\] \(fewer random events miss the "
+     r"tests' coverage goals\), not 0$"),
     (lambda hr: hr.run_bench("kvmu", seed=-1), ValueError,
      r"^seed must be a non-negative integer, not -1$"),
 ])
