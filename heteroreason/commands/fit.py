@@ -196,7 +196,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                 note(f"synthesizing {name} ({design.preset}) in {work} ...")
                 records.append(synthesize_design(name, design, work, rtl_hash=rtl_hash(),
                                                  yosys=yosys))
-        text = evidence_json(records, rtl_hash=rtl_hash(), rtl_revision=git_revision())
+        earlier = Path(target).read_text() if target is not None and Path(target).is_file() \
+            else None
+        text = evidence_json(records, rtl_hash=rtl_hash(), rtl_revision=git_revision(),
+                             earlier=earlier)
         if target is not None:
             write_evidence(target, text)
         evidence_path = target or Path("(this run)")

@@ -130,11 +130,24 @@ def reread_design(work: Path, *, rtl_hash: str) -> FitRecord:
     return FitRecord(name, top, design, synthesis, seconds)
 
 
-def evidence_json(records: list[FitRecord], *, rtl_hash: str, rtl_revision: str) -> str:
-    """The evidence file's text for ``records``."""
+def evidence_json(records: list[FitRecord], *, rtl_hash: str, rtl_revision: str,
+                  earlier: str | None = None) -> str:
+    """The evidence file's text for ``records``. ``earlier``, the text of the file it replaces:
+    its designs of the same RTL and format that ``records`` do not name are kept (a board's
+    synthesis does not drop the small case's); designs of other RTL are not."""
+    designs = [r.to_json() for r in records]
+    names = {r.name for r in records}
+    try:
+        old = json.loads(earlier) if earlier else {}
+    except ValueError:
+        old = {}
+    if isinstance(old, dict) and old.get("rtl_hash") == rtl_hash and \
+            old.get("format") == FIT_FORMAT and isinstance(old.get("designs"), list):
+        designs += [d for d in old["designs"]
+                    if isinstance(d, dict) and d.get("name") not in names]
+    designs.sort(key=lambda d: str(d.get("name")))
     return json.dumps({"format": FIT_FORMAT, "rtl_hash": rtl_hash, "rtl_revision": rtl_revision,
-                       "method": FIT_METHOD, "designs": [r.to_json() for r in records]},
-                      indent=1) + "\n"
+                       "method": FIT_METHOD, "designs": designs}, indent=1) + "\n"
 
 
 def write_evidence(path: Path, text: str) -> None:

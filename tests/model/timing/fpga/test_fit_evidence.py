@@ -68,3 +68,31 @@ def test_a_design_placed_per_slr():
             assert plan.use[k][r] == sum(fit.units[u][r] for u, s in plan.where.items()
                                          if s == k and u in fit.units)
     assert fit.floorplan("v80") is None
+
+
+def test_writing_a_boards_synthesis_keeps_the_other_designs_of_this_rtl():
+    """``evidence_json(earlier=)``: a run's designs replace those of their names; the earlier
+    file's other designs stay when they are of the same RTL, and go when they are not."""
+    from heteroreason.sim.flow.fit import evidence_json
+
+    class Record:  # what evidence_json reads of a FitRecord
+        def __init__(self, name, total):
+            self.name, self.total = name, total
+
+        def to_json(self):
+            return {"name": self.name, "total": self.total}
+
+    def earlier(hash_, *names):
+        return json.dumps({"format": FIT_FORMAT, "rtl_hash": hash_, "rtl_revision": "r",
+                           "method": "m", "designs": [{"name": n, "total": 0} for n in names]})
+
+    text = evidence_json([Record("u280-300", 2)], rtl_hash="h", rtl_revision="r2",
+                         earlier=earlier("h", "small", "u280-300"))
+    designs = json.loads(text)["designs"]
+    assert [(d["name"], d["total"]) for d in designs] == [("small", 0), ("u280-300", 2)]
+    text = evidence_json([Record("u280-300", 2)], rtl_hash="h", rtl_revision="r2",
+                         earlier=earlier("other", "small"))
+    assert [d["name"] for d in json.loads(text)["designs"]] == ["u280-300"]
+    assert [d["name"] for d in json.loads(evidence_json(
+        [Record("small", 1)], rtl_hash="h", rtl_revision="r", earlier="not json"))["designs"]] \
+        == ["small"]
