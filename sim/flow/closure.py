@@ -153,7 +153,8 @@ def ultrascale_depth(component: wiring.Component, top: str, *, yosys: str | None
     if split != il:
         text, read, suffix = split, _READ_RTLIL, "il"
     else:
-        text, read, suffix = verilog.convert(component, name=top, emit_src=False), _READ, "v"
+        # the Verilog verilog.convert writes, from the RTLIL already built (not elaborated again)
+        text, read, suffix = verilog._convert_rtlil_text(il), _READ, "v"
     work = _work_dir(root, top, text, f"xcup {yosys or 'yowasp'}")
     cached = work / f"depth-{_analysis_version()}.json"
     if cached.exists():

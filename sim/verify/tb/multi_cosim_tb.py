@@ -105,21 +105,17 @@ class MultiCosimTB(MultiEngineTB):
             return
 
     async def clock(self):
-        """Run the simulation a cycle at a time, waking whoever waits on the cycle."""
+        """Run the simulation a cycle at a time (the base bench's step: drive, then observe),
+        waking whoever waits on the cycle."""
         while True:
-            await self.step()
+            await super().step()
             tick, self._tick = self._tick, Event()
             tick.set()
 
-    async def next_cycle(self) -> None:
+    async def step(self) -> None:
+        """A cycle as the controllers' calls see it: they wait on the clock task, which alone
+        drives (so ``run_until`` waits the same way)."""
         await self._tick.wait()
-
-    async def wait_for(self, done, *, limit: int, what: str) -> None:
-        for _ in range(limit):
-            if done():
-                return
-            await self.next_cycle()
-        self.fail(f"{what} did not happen within {limit} cycles")
 
     def send(self, c: CosimContext, **message) -> None:
         c.queued += 1
@@ -134,7 +130,7 @@ class MultiCosimTB(MultiEngineTB):
         n, slow = len(c.last_context), self.token_limit * len(self.contexts)
         extends = len(context) > n and context[:n] == c.last_context
         if c.span_pending and extends:  # a verdict on the step the context submitted
-            await self.wait_for(lambda: bool(c.spans), limit=4 * slow,
+            await self.run_until(lambda: bool(c.spans), limit=4 * slow,
                                 what=f"context {c.index}'s span submitted")
             self.check(c.spans[0] == (n, n + len(c.last_step)), f"context {c.index}: span "
                        f"{c.spans[0]}, the step handed over was [{n}, {n + len(c.last_step)})")
@@ -147,11 +143,11 @@ class MultiCosimTB(MultiEngineTB):
             keep = min(common_prefix(c.tokens, context), len(context) - 1)
             self.send(c, is_token=0, op=Op.INIT, pos=keep)
             self.send_tokens(c, context[keep:])
-        await self.wait_for(lambda: c.queued == 0, limit=slow * (len(context) + 1),
+        await self.run_until(lambda: c.queued == 0, limit=slow * (len(context) + 1),
                             what=f"context {c.index}'s host messages taken")
         step: list[int] = []
         while True:
-            await self.wait_for(lambda: bool(c.inbox), limit=4 * slow,
+            await self.run_until(lambda: bool(c.inbox), limit=4 * slow,
                                 what=f"context {c.index}'s draft token {len(step)} of a step")
             token, pos, step_end = c.inbox.popleft()
             self.check(pos == len(context) + len(step), f"context {c.index}: draft token at "
