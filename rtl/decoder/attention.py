@@ -1,17 +1,27 @@
 """Attention unit: one query head against its KV head's cache, with the reference's integer
-softmax (exp table, one division per row) and weighted sum of values."""
+softmax (exp table, one division per row) and weighted sum of values; two stages, so that a
+job's scores are computed while the job before it finishes."""
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model import checks
 from heteroreason.model.spec.numerics.tables import EXP
 from heteroreason.rtl.compare import equals
+from heteroreason.rtl.decoder.attention_memory import (
+    AttentionMemory,
+    kv_cache_rows,
+    kv_memory_ports,
+)
 from heteroreason.rtl.decoder.attention_phases import (
-    _IDLE,
+    _B_IDLE,
+    _DIVIDE,
+    _EXP,
+    _F_IDLE,
+    _HELD,
     _QUERY,
     _SCORE,
     _SUM_BITS,
@@ -19,15 +29,17 @@ from heteroreason.rtl.decoder.attention_phases import (
     DIVIDE_CYCLES,
     EMIT_LATENCY,
     EXP_LATENCY,
+    HANDOFF_CYCLES,
     AttentionPhases,
     _goto,
     accumulate_latency,
+    back_cycles,
     exp_latency,
     job_cycles,
+    jobs_cycles,
     score_bits,
     score_latency,
 )
-from heteroreason.rtl.decoder.pipeline import delay
 from heteroreason.rtl.limits import CONTEXT_LIMIT, MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = [
@@ -35,48 +47,28 @@ __all__ = [
     "DIVIDE_CYCLES",
     "EMIT_LATENCY",
     "EXP_LATENCY",
+    "HANDOFF_CYCLES",
     "Attention",
     "accumulate_latency",
+    "back_cycles",
     "exp_latency",
     "job_cycles",
+    "jobs_cycles",
     "kv_cache_rows",
     "kv_memory_ports",
     "score_latency",
 ]
 
 
-def kv_cache_rows(*, layers: int, kv_heads: int, max_context: int, contexts: int = 1) -> int:
-    """Rows of the KV cache (a K and a V row each): every layer's KV heads' ``max_context``
-    positions; with several contexts a region each, padded to a power of two (the context id
-    is the row address's top bits: no adder on the address path)."""
-    rows = layers * kv_heads * max_context
-    return rows if contexts == 1 else contexts << (rows - 1).bit_length()
-
-
-def kv_memory_ports(*, head_dim: int, rows: int, max_context: int, kv_rows: int = 1) -> dict:
-    """The members of an external KV cache's ports (see :class:`Attention`): a read beat
-    carries ``kv_rows`` rows."""
-    row = data.ArrayLayout(signed(8), head_dim)
-    group = data.ArrayLayout(row, kv_rows)
-    request = stream.Signature(data.StructLayout({
-        "addr": range(rows), "count": range(1, max_context + 1)}))
-    return {
-        "kv_store": Out(stream.Signature(data.StructLayout({
-            "addr": range(rows), "k": row, "v": row}))),
-        "k_req": Out(request), "v_req": Out(request),
-        "k_rows": In(stream.Signature(group)), "v_rows": In(stream.Signature(group)),
-    }
-
-
-class Attention(AttentionPhases, wiring.Component):
+class Attention(AttentionMemory, AttentionPhases, wiring.Component):
     """Decode-time attention of ``heads`` query heads that share one KV head
     (:mod:`heteroreason.model.spec.numerics.qwen2_int8`, *Attention scores and softmax*).
 
     The KV cache of every layer and KV head lives in on-chip memory, written through
     ``kv_write`` (one K and one V row per beat); with ``external_kv`` it lives in memory outside
     instead: ``kv_write`` beats leave on ``kv_store`` with their row address, and a job requests
-    its ``T`` key rows on ``k_req`` and value rows on ``v_req`` as it starts (both at once, so
-    the values arrive while the scores are computed) and takes them on ``k_rows``/``v_rows``.
+    its ``T`` key rows on ``k_req`` as it starts and its value rows on ``v_req`` once its scores
+    are done (see :meth:`_requests` for when), and takes them on ``k_rows``/``v_rows``.
 
     A ``cmd`` beat names the layer, KV head, attention length ``T`` and the job's multipliers;
     ``heads`` beats on ``q`` bring the rotated query heads. For all heads at once the unit
@@ -87,6 +79,12 @@ class Attention(AttentionPhases, wiring.Component):
     int8 outputs, head by head, ``width`` a beat (``last`` on the job's final beat). A pass
     takes ``ceil(T / kv_rows)`` cycles of rows; the rows of its last cycle beyond ``T`` (what
     the memory holds there, or zeros) take no part in the result.
+
+    Two stages hold a job each: the score stage takes the command, the queries and the key
+    rows and writes the scores into its half of the score memory; it hands the job over
+    (:data:`HANDOFF_CYCLES`) to the stage after it, which computes the exponentials, the
+    division, the weighted sums and the outputs, and takes the next command meanwhile. Jobs
+    leave in the order they came.
 
     Parameters
     ----------
@@ -125,8 +123,9 @@ class Attention(AttentionPhases, wiring.Component):
     :func:`job_cycles` from the last query beat to the last output (plus output stalls): each
     of the three passes over the ``T`` rows takes ``kv_rows`` rows a cycle and drains its
     pipeline (:func:`score_latency`, :func:`exp_latency`, :func:`accumulate_latency`), the
-    division :data:`DIVIDE_CYCLES`, the outputs a beat a cycle through :data:`EMIT_LATENCY`
-    stages.
+    hand-over :data:`HANDOFF_CYCLES`, the division :data:`DIVIDE_CYCLES`, the outputs a beat
+    a cycle through :data:`EMIT_LATENCY` stages. Jobs whose commands and queries come while
+    the job before them is in the second stage: :func:`jobs_cycles`.
 
     Throughput
     ----------
@@ -196,205 +195,138 @@ class Attention(AttentionPhases, wiring.Component):
     def elaborate(self, platform):
         m = Module()
         nh, nr = self._heads, self._kv_rows
-        # a cycle's rows side by side: scores, then exponentials
+        groups = self._max_context // nr
+        # the scores of a cycle's rows side by side, a half of the memory a stage's job (the
+        # half's bit on top of the address: no adder); their exponentials, the second stage's
         m.submodules.scores = scores = memory.Memory(
-            shape=data.ArrayLayout(data.ArrayLayout(signed(32), nh), nr),
-            depth=self._max_context // nr, init=[])
+            shape=data.ArrayLayout(data.ArrayLayout(signed(score_bits(self._head_dim)), nh),
+                                   nr),
+            depth=2 << (groups - 1).bit_length(), init=[])
+        m.submodules.exps = exps = memory.Memory(
+            shape=data.ArrayLayout(data.ArrayLayout(unsigned(16), nh), nr), depth=groups,
+            init=[])
         m.submodules.exp = exp_rom = memory.Memory(shape=unsigned(16), depth=256,
                                                    init=[int(v) for v in EXP])
-        j = self._job_signals(m, scores.write_port(), scores.read_port(),
-                              [exp_rom.read_port() for _ in range(nr * nh)])
-        self._cache(m, j)
+        f = self._stage("f", _F_IDLE, 4)
+        b = self._stage("b", _B_IDLE, 5)
+        f.s_wr = scores.write_port()
+        b.s_rd, b.e_wr, b.e_rd = scores.read_port(), exps.write_port(), exps.read_port()
+        b.e_rds = [exp_rom.read_port() for _ in range(nr * nh)]
+        self._stage_memory(m, f, b, groups)
+        idle = f.idle & b.idle
+        self._cache(m, f, b, idle)
         # a job starts once no cache write is offered or still on its way into the cache
-        free = ~self.kv_write.valid & ~j.write_pending
-        j.starting = j.idle & self.cmd.valid & free
-        with m.If(j.idle):
+        free = ~self.kv_write.valid & ~f.write_pending
+        f.starting = f.idle & self.cmd.valid & free
+        with m.If(f.idle):
             m.d.comb += self.cmd.ready.eq(free)
             with m.If(self.cmd.valid & free):
-                m.d.sync += [j.job.eq(self.cmd.payload), j.queries.eq(0), *_goto(j, _IDLE, _QUERY)]
+                m.d.sync += [f.job.eq(self.cmd.payload), f.queries.eq(0),
+                             *_goto(f, _F_IDLE, _QUERY)]
         # the job's first row, its last cycle of rows and which rows of that cycle lie within
         # the length, from the registered command
         shift = (nr - 1).bit_length()
         final = Signal(range(self._max_context), name="final")  # the length's last index
-        m.d.comb += final.eq(j.job.length - 1)
-        m.d.sync += [j.start.eq(self._address(j.job)),
-                     j.last_t.eq(final >> shift)]
+        m.d.comb += final.eq(f.job.length - 1)
+        m.d.sync += [f.start.eq(self._address(f.job)), f.last_t.eq(final >> shift)]
         if nr > 1:
-            m.d.sync += j.tail.eq(Cat(final[:shift] >= r for r in range(nr)))
-        if self._external_kv:  # both requests go out as the job starts
-            self._requests(m, j)
-        with m.If(j.state[_QUERY]):
-            self._queries(m, j)
-        self._score(m, j)
-        self._exp(m, j)
-        self._divide(m, j)
-        self._accumulate(m, j)
-        self._emit(m, j)
+            m.d.sync += f.tail.eq(Cat(final[:shift] >= r for r in range(nr)))
+        handoff = f.state[_HELD] & b.idle
+        self._handoff(m, f, b, handoff)
+        if self._external_kv:
+            self._requests(m, f, b, handoff, b.state[_DIVIDE])
+        with m.If(f.state[_QUERY]):
+            self._queries(m, f)
+        self._score(m, f)
+        self._exp(m, b)
+        self._divide(m, b)
+        self._accumulate(m, b)
+        self._emit(m, b)
         return m
 
-    def _base(self, layer, kv_head):
-        """The cache row of position 0 of ``kv_head`` in ``layer`` within a region, read from
-        a table of the bases (a multiply would put a DSP on the address path)."""
-        head_bits = len(kv_head)
-        bases = [((index >> head_bits) * self._kv_heads + (index & ((1 << head_bits) - 1)))
-                 * self._max_context for index in range(1 << (len(layer) + head_bits))]
-        rows = self._cache_rows // self._contexts
-        return Array(Const(b if b <= rows else 0, range(rows + 1)) for b in bases)[
-            Cat(kv_head, layer)]
-
-    def _address(self, beat, pos=None):
-        """The cache row of ``pos`` (``None``: 0) of ``beat``'s layer, KV head and context
-        (the region's top bits, see :func:`kv_cache_rows`)."""
-        row = self._base(beat.layer, beat.kv_head)
-        row = row if pos is None else row + pos
-        if self._contexts == 1:
-            return row
-        return Cat(row[:(self._cache_rows // self._contexts - 1).bit_length()], beat.ctx)
-
-    def _job_signals(self, m, s_wr, s_rd, e_rds) -> SimpleNamespace:
-        """The state of a job, shared by the passes."""
+    def _stage(self, name, idle_state, states) -> SimpleNamespace:
+        """A stage's job and the counters of its passes (``state`` one-hot: every test of the
+        state is one flip-flop, not a state register decoded across the unit)."""
         hd, nh = self._head_dim, self._heads
-        row = data.ArrayLayout(signed(8), hd)
-        # one-hot: every test of the state is one flip-flop (a state register decoded in every
-        # pass would fan out across the unit)
-        state = Signal(7, init=1 << _IDLE)
-        rows = self._cache_rows
-        j = SimpleNamespace(
-            s_wr=s_wr, s_rd=s_rd, e_rds=e_rds, state=state, idle=state[_IDLE],
-            job=Signal(self.cmd.payload.shape(), name="job"),
-            start=Signal(range(rows + 1), name="start"),
-            last_t=Signal(range(self._max_context), name="last_t"),  # the last cycle of rows
-            tail=Signal(self._kv_rows, name="tail"),  # the last cycle's rows within the length
-            query=Signal(data.ArrayLayout(row, nh), name="query"),
-            queries=Signal(range(nh + 1), name="queries"),
+        state = Signal(states, init=1 << idle_state, name=f"{name}_state")
+        s = SimpleNamespace(
+            state=state, idle=state[idle_state],
+            job=Signal(self.cmd.payload.shape(), name=f"{name}_job"),
+            start=Signal(range(self._cache_rows + 1), name=f"{name}_start"),
+            last_t=Signal(range(self._max_context), name=f"{name}_last_t"),  # last cycle
+            tail=Signal(self._kv_rows, name=f"{name}_tail"),  # its rows within the length
+            bank=Signal(name=f"{name}_bank"),  # the score memory's half the job's scores use
             # rows sent into a pass's pipeline, while ``issuing``; its results out
-            issued=Signal(range(self._max_context + 1), name="issued"),
-            issuing=Signal(name="issuing"),
-            issue_last=Signal(name="issue_last"),  # the row being issued is the pass's last
-            written=Signal(range(self._max_context), name="written"),
+            issued=Signal(range(self._max_context + 1), name=f"{name}_issued"),
+            issuing=Signal(name=f"{name}_issuing"),
+            issue_last=Signal(name=f"{name}_issue_last"),  # the row issued is the last
+            written=Signal(range(self._max_context), name=f"{name}_written"),
             # the result being written is the pass's last: a register, set as the one before
-            # it is written (so that no comparison lies between ``written`` and the passes'
-            # state changes)
-            at_last=Signal(name="at_last"),
+            # it is written (no comparison between ``written`` and the state changes)
+            at_last=Signal(name=f"{name}_at_last"),
             # as wide as a score (no wider: its comparison is four carry chains of a quarter)
-            best=Signal(data.ArrayLayout(signed(score_bits(self._head_dim)), nh), name="best"),
-            total=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="total"),
-            remainder=Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="remainder"),
-            quotient=Signal(data.ArrayLayout(unsigned(47), nh), name="quotient"),
-            step=Signal(range(47), name="step"),
-            step_last=Signal(name="step_last"),  # the division's last step (registered)
-            acc=Signal(data.ArrayLayout(signed(32), nh * hd), name="acc"),
-            beat=Signal(range(nh * hd // self._width + 1), name="beat"))
-        j.done = j.at_last
-        m.d.comb += [s_wr.addr.eq(j.written), s_rd.addr.eq(j.issued)]
-        return j
+            best=Signal(data.ArrayLayout(signed(score_bits(hd)), nh), name=f"{name}_best"))
+        s.done = s.at_last
+        if name == "f":
+            row = data.ArrayLayout(signed(8), hd)
+            s.query = Signal(data.ArrayLayout(row, nh), name="query")
+            s.queries = Signal(range(nh + 1), name="queries")
+        else:
+            s.total = Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="total")
+            s.remainder = Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="remainder")
+            s.quotient = Signal(data.ArrayLayout(unsigned(47), nh), name="quotient")
+            s.step = Signal(range(47), name="step")
+            s.step_last = Signal(name="step_last")  # the division's last step (registered)
+            s.acc = Signal(data.ArrayLayout(signed(32), nh * hd), name="acc")
+            s.beat = Signal(range(nh * hd // self._width + 1), name="beat")
+        return s
 
-    def _next_pass(self, m, j, source, state) -> None:
+    def _stage_memory(self, m, f, b, groups) -> None:
+        """The score memory's ports: the score stage writes its half, the stage after it reads
+        its own; the exponentials' memory is the second stage's alone."""
+        bits = (groups - 1).bit_length()
+        m.d.comb += [f.s_wr.addr.eq(Cat(f.written[:bits], f.bank)),
+                     b.s_rd.addr.eq(Cat(b.issued[:bits], b.bank)),
+                     b.e_wr.addr.eq(b.written), b.e_rd.addr.eq(b.issued)]
+
+    def _handoff(self, m, f, b, handoff) -> None:
+        """A job whose scores are done (``_HELD``) moves to the idle second stage with its
+        command, its first row, its length's last cycle, its half of the score memory and its
+        maxima; the score stage takes the other half for its next job."""
+        with m.If(handoff):
+            m.d.sync += [*_goto(f, _HELD, _F_IDLE), f.bank.eq(~f.bank),
+                         b.job.eq(f.job), b.start.eq(f.start), b.last_t.eq(f.last_t),
+                         b.tail.eq(f.tail), b.bank.eq(f.bank), b.best.eq(f.best),
+                         *(b.total[h].eq(0) for h in range(self._heads))]
+            self._next_pass(m, b, _B_IDLE, _EXP, length=f.job.length)
+
+    def _next_pass(self, m, s, source, state, length=None) -> None:
         # ``job`` holds the command from the cycle after it is taken; ``last_t`` a cycle later
-        first_is_last = equals(j.job.length, 1) if self._kv_rows == 1 else \
-            j.job.length <= self._kv_rows
-        m.d.sync += [*_goto(j, source, state), j.issued.eq(0), j.issuing.eq(1), j.written.eq(0),
-                     j.at_last.eq(first_is_last), j.issue_last.eq(first_is_last)]
+        length = s.job.length if length is None else length
+        first_is_last = equals(length, 1) if self._kv_rows == 1 else length <= self._kv_rows
+        m.d.sync += [*_goto(s, source, state), s.issued.eq(0), s.issuing.eq(1), s.written.eq(0),
+                     s.at_last.eq(first_is_last), s.issue_last.eq(first_is_last)]
 
-    def _wrote(self, m, j) -> None:
+    def _wrote(self, m, s) -> None:
         """A pass's result is written: the next one is the last when this one is before it."""
-        m.d.sync += [j.written.eq(j.written + 1), j.at_last.eq(j.written + 1 == j.last_t)]
+        m.d.sync += [s.written.eq(s.written + 1), s.at_last.eq(s.written + 1 == s.last_t)]
 
-    def _issue(self, m, j, taken) -> None:
+    def _issue(self, m, s, taken) -> None:
         """A row enters the pass's pipeline (the last one stops the issue)."""
         with m.If(taken):
-            m.d.sync += [j.issued.eq(j.issued + 1), j.issue_last.eq(j.issued + 1 == j.last_t)]
-            with m.If(j.issue_last):
-                m.d.sync += j.issuing.eq(0)
+            m.d.sync += [s.issued.eq(s.issued + 1), s.issue_last.eq(s.issued + 1 == s.last_t)]
+            with m.If(s.issue_last):
+                m.d.sync += s.issuing.eq(0)
 
-    def _cache(self, m, j) -> None:
-        """The KV cache: on chip, or behind the memory ports; writes are accepted whenever no
-        job is running."""
-        w = self.kv_write.payload
-        j.write_pending = Const(0)
-        if self._external_kv:
-            m.d.comb += [
-                self.kv_store.valid.eq(self.kv_write.valid & j.idle),
-                self.kv_store.payload.addr.eq(self._address(w, w.pos)),
-                self.kv_store.payload.k.eq(w.k), self.kv_store.payload.v.eq(w.v),
-                self.kv_write.ready.eq(j.idle & self.kv_store.ready),
-            ]
-            return
-        nr = self._kv_rows
-        shift = (nr - 1).bit_length()
-        row = data.ArrayLayout(signed(8), self._head_dim)
-        rows = self._cache_rows
-        # a bank a position modulo ``kv_rows``: a job's rows start at a multiple of it
-        k_wrs, v_wrs, k_rds, v_rds = [], [], [], []
-        for b in range(nr):
-            suffix = "" if nr == 1 else str(b)
-            keys = memory.Memory(shape=row, depth=rows // nr, init=[])
-            values = memory.Memory(shape=row, depth=rows // nr, init=[])
-            m.submodules["keys" + suffix], m.submodules["values" + suffix] = keys, values
-            k_wrs.append(keys.write_port())
-            v_wrs.append(values.write_port())
-            k_rds.append(keys.read_port())
-            v_rds.append(values.read_port())
-        # a write is registered on its way in (address, rows, enable): the cache's ports are
-        # fed from flip-flops; a job waits for it (``write_pending``)
-        taken = self.kv_write.valid & j.idle
-        addr = Signal(range(rows), name="kv_write_addr")
-        k = Signal(row, name="kv_write_k", reset_less=True)
-        v = Signal(row, name="kv_write_v", reset_less=True)
-        en = Signal(name="kv_write_en")
-        m.d.sync += [addr.eq(self._address(w, w.pos)), k.eq(w.k), v.eq(w.v),
-                     en.eq(taken)]
-        j.write_pending = en
-        m.d.comb += self.kv_write.ready.eq(j.idle)
-        for b, (k_wr, v_wr) in enumerate(zip(k_wrs, v_wrs, strict=True)):
-            bank_en = en & equals(addr[:shift], b) if nr > 1 else en
-            m.d.comb += [k_wr.addr.eq(addr[shift:]), k_wr.data.eq(k), k_wr.en.eq(bank_en),
-                         v_wr.addr.eq(addr[shift:]), v_wr.data.eq(v), v_wr.en.eq(bank_en)]
-        for port in (*k_rds, *v_rds):
-            m.d.comb += port.addr.eq(j.start[shift:] + j.issued)
-        j.k_rd = Cat(p.data for p in k_rds)
-        j.v_rd = Cat(p.data for p in v_rds)
-
-    def _rows(self, m, j, state, kind):
-        """The pass's cache rows (``kv_rows`` of them), registered beside its multipliers:
-        ``(rows, valid, last)`` two cycles after each cycle's rows are taken (from the on-chip
-        banks' synchronous read, or from the port and a register); ``last``: they are the
-        pass's last cycle of rows."""
-        in_pass = j.state[state] & j.issuing
-        group = data.ArrayLayout(data.ArrayLayout(signed(8), self._head_dim), self._kv_rows)
-        if self._external_kv:
-            port = self.k_rows if kind == "k" else self.v_rows
-            m.d.comb += port.ready.eq(in_pass)
-            taken = port.valid & in_pass
-            rows = delay(m, port.payload, 1, name=f"{kind}_port_row", reset_less=True)
-        else:
-            taken = in_pass
-            rows = data.View(group, j.k_rd if kind == "k" else j.v_rd)
-        last = delay(m, taken & j.issue_last, 2, name=f"{kind}_row_last")
-        self._issue(m, j, taken)
-        return (delay(m, rows, 1, name=f"{kind}_row", reset_less=True),
-                delay(m, taken, 2, name=f"{kind}_row_valid"), last)
-
-    def _requests(self, m, j) -> None:
-        k_pending, v_pending = Signal(), Signal()
-        starting = delay(m, j.starting, 1, name="starting")
-        with m.If(starting):  # ``start`` is ready the cycle after the command
-            m.d.sync += [k_pending.eq(1), v_pending.eq(1)]
-        for req, pending in ((self.k_req, k_pending), (self.v_req, v_pending)):
-            m.d.comb += [req.valid.eq(pending), req.payload.addr.eq(j.start),
-                         req.payload.count.eq(j.job.length)]
-            with m.If(req.valid & req.ready):
-                m.d.sync += pending.eq(0)
-
-    def _queries(self, m, j) -> None:
+    def _queries(self, m, f) -> None:
         hd, nh = self._head_dim, self._heads
         m.d.comb += self.q.ready.eq(1)
         with m.If(self.q.valid):
             index_bits = max(1, (nh - 1).bit_length())
-            m.d.sync += [j.query.as_value().word_select(j.queries[:index_bits], hd * 8).eq(
-                             self.q.payload), j.queries.eq(j.queries + 1)]
-            with m.If(equals(j.queries, nh - 1)):
-                self._next_pass(m, j, _QUERY, _SCORE)
+            m.d.sync += [f.query.as_value().word_select(f.queries[:index_bits], hd * 8).eq(
+                             self.q.payload), f.queries.eq(f.queries + 1)]
+            with m.If(equals(f.queries, nh - 1)):
+                self._next_pass(m, f, _QUERY, _SCORE)
                 # below every score (a sum of head_dim products >= -16256 each): the first
                 # row's score replaces it, with no flag in the comparison's path
-                m.d.sync += [j.best[h].eq(-(1 << (score_bits(hd) - 1))) for h in range(nh)]
+                m.d.sync += [f.best[h].eq(-(1 << (score_bits(hd) - 1))) for h in range(nh)]

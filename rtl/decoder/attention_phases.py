@@ -15,24 +15,28 @@ from heteroreason.rtl.decoder.pipeline import (
     tree_sum_pipelined,
 )
 
-__all__ = ["ACCUMULATE_LATENCY", "DIVIDE_CYCLES", "EMIT_LATENCY", "EXP_LATENCY", "AttentionPhases",
-           "accumulate_latency", "exp_latency", "job_cycles", "max_levels", "score_bits",
-           "score_latency"]
+__all__ = ["ACCUMULATE_LATENCY", "DIVIDE_CYCLES", "EMIT_LATENCY", "EXP_LATENCY", "HANDOFF_CYCLES",
+           "AttentionPhases", "accumulate_latency", "back_cycles", "exp_latency", "job_cycles",
+           "jobs_cycles", "max_levels", "score_bits", "score_latency"]
 
-_IDLE, _QUERY, _SCORE, _EXP, _DIVIDE, _ACCUMULATE, _EMIT = range(7)
+# the stages' one-hot states: the score stage's, then the second stage's
+_F_IDLE, _QUERY, _SCORE, _HELD = range(4)
+_B_IDLE, _EXP, _DIVIDE, _ACCUMULATE, _EMIT = range(5)
 _SUM_BITS = 32  # sum of up to 2**16 exp values of at most 2**15
 
 
 class AttentionPhases:
     """The arithmetic phases of :class:`~heteroreason.rtl.decoder.attention.Attention` (which
-    holds the ports, the parameters and the job's signals they read)."""
+    holds the ports, the parameters and the stages' signals they read: ``f`` the score stage's,
+    ``b`` the second stage's)."""
 
     def _score(self, m, j) -> None:
         """A score per key row and head (each head's maximum kept): the products registered as
         a DSP's M and P, then the registered adder tree (:func:`score_latency`). With several
         rows a cycle, a row past the job's length scores below every real one, and each
         head's largest of the cycle's rows is found by a tree of comparisons, a register a
-        level, before it meets the running maximum."""
+        level, before it meets the running maximum. The last score written, the job waits
+        (``_HELD``) for the second stage."""
         hd, nh, nr = self._head_dim, self._heads, self._kv_rows
         keys, valid, last = self._rows(m, j, _SCORE, "k")
         at_tree = 3 + tree_latency(hd)  # the row taken -> its sums out of the adder tree
@@ -74,8 +78,7 @@ class AttentionPhases:
             m.d.comb += j.s_wr.en.eq(1)
             self._wrote(m, j)
             with m.If(j.done):
-                self._next_pass(m, j, _SCORE, _EXP)
-                m.d.sync += [j.total[h].eq(0) for h in range(nh)]
+                m.d.sync += _goto(j, _SCORE, _HELD)
 
     def _max_tree(self, m, values, name):
         """The largest of ``values`` (signed, one width): a level of comparisons a cycle."""
@@ -141,13 +144,13 @@ class AttentionPhases:
                     name=f"exp_sum{h}")
             with m.If(j.state[_EXP]):
                 for r in range(nr):
-                    m.d.comb += j.s_wr.data[r][h].eq(
+                    m.d.comb += j.e_wr.data[r][h].eq(
                         delay(m, es[r][h], sum_latency, name=f"exp_w{h}_{r}_",
                               reset_less=True))
                 with m.If(valid):
                     m.d.sync += j.total[h].eq(j.total[h] + added)
         with m.If(j.state[_EXP] & valid):
-            m.d.comb += j.s_wr.en.eq(1)
+            m.d.comb += j.e_wr.en.eq(1)
             self._wrote(m, j)
             with m.If(j.done):
                 m.d.sync += [*_goto(j, _EXP, _DIVIDE), j.step.eq(0), j.step_last.eq(0)]
@@ -186,7 +189,7 @@ class AttentionPhases:
                                                      name="acc_valid")
         in_length = self._in_length(m, j, last, 0, "acc")
         # the exponentials were read with the rows; stage 2: registered beside the multipliers
-        e = delay(m, j.s_rd.data, 1, name="acc_e", reset_less=True)
+        e = delay(m, j.e_rd.data, 1, name="acc_e", reset_less=True)
         rows = []
         for r in range(nr):
             # a row past the length: zeros (its products add nothing)
@@ -247,7 +250,7 @@ class AttentionPhases:
                 Const(0, 2), widths=(8,), en=pipe.advance, name=f"out{k}"))
         m.d.comb += [self.out.valid.eq(pipe.out_valid), self.out.payload.last.eq(pipe.out_tag)]
         with m.If(self.out.valid & self.out.ready & self.out.payload.last):
-            m.d.sync += _goto(j, _EMIT, _IDLE)
+            m.d.sync += _goto(j, _EMIT, _B_IDLE)
 
 
 def _goto(j, source: int, target: int) -> list:
@@ -270,6 +273,7 @@ def score_latency(head_dim: int, kv_rows: int = 1) -> int:
 
 
 DIVIDE_CYCLES = 47
+HANDOFF_CYCLES = 1  # the last score written -> the second stage's first pass (a cycle held)
 EXP_LATENCY = 3 + REQUANT_LATENCY + 4  # issue -> the exponential written
 ACCUMULATE_LATENCY = 2 + 4 + 1 + 2  # row taken -> its products added to the accumulators
 EMIT_LATENCY = 1 + REQUANT_LATENCY  # a beat issued -> on ``out``
@@ -296,6 +300,25 @@ def job_cycles(*, head_dim: int, heads: int, width: int, length: int, kv_rows: i
     """Cycles of a job from its last query beat to its last output without stalls: each of the
     three passes takes ``ceil(length / kv_rows)`` cycles of rows."""
     groups = -(-length // kv_rows)
-    return (3 * groups + score_latency(head_dim, kv_rows) + exp_latency(kv_rows)
-            + DIVIDE_CYCLES + accumulate_latency(kv_rows) + heads * head_dim // width
-            + EMIT_LATENCY)
+    return (3 * groups + score_latency(head_dim, kv_rows) + HANDOFF_CYCLES
+            + exp_latency(kv_rows) + DIVIDE_CYCLES + accumulate_latency(kv_rows)
+            + heads * head_dim // width + EMIT_LATENCY)
+
+
+def back_cycles(*, head_dim: int, heads: int, width: int, length: int, kv_rows: int = 1) -> int:
+    """Cycles between two jobs' last outputs when the later one's scores are done before the
+    earlier one leaves the second stage: its two passes, the division, the outputs and the
+    hand-over (in the cycle the stage is idle again)."""
+    groups = -(-length // kv_rows)
+    return (2 * groups + exp_latency(kv_rows) + DIVIDE_CYCLES + accumulate_latency(kv_rows)
+            + heads * head_dim // width + EMIT_LATENCY + HANDOFF_CYCLES)
+
+
+def jobs_cycles(*, jobs: int, head_dim: int, heads: int, width: int, length: int,
+                kv_rows: int = 1) -> int:
+    """Cycles from the first of ``jobs`` jobs' last query beat to the last job's last output
+    without stalls, each later job's queries in while the job two before it is still in the
+    second stage (its scores then wait for the second stage, not the other way round): the
+    first job's :func:`job_cycles`, then :func:`back_cycles` a job."""
+    args = dict(head_dim=head_dim, heads=heads, width=width, length=length, kv_rows=kv_rows)
+    return job_cycles(**args) + (jobs - 1) * back_cycles(**args)

@@ -98,6 +98,9 @@ class Sequencer(SequencerStreams, SequencerCases):
         self.k = Signal(range(c.ffn + 1))  # SwiGLU results stored (they trail ``j``)
         self.lane = Signal(range(p.beat_bytes + 1))
         self.head = Signal(range(max(c.heads, 1) + 1))
+        # the first query head of the attention job whose outputs are drained (``head``: of
+        # the job whose command and queries are sent; the unit holds two jobs at once)
+        self.drain_head = Signal(range(max(c.heads, 1) + 1), name="drain_head")
         # a product's vector beat (``lanes``), or the embedding's weight beat (a whole one)
         self.beat = Signal(data.ArrayLayout(signed(8), p.beat_bytes))
         self.row = Signal(data.ArrayLayout(signed(8), c.head_dim))
@@ -191,7 +194,8 @@ class Sequencer(SequencerStreams, SequencerCases):
     def _counters(self):
         """The state every operator starts from, but the counters ``fresh`` clears."""
         return [self.phase.eq(0), self.lane.eq(0),
-                self.head.eq(0), self.have.eq(0), self.streaming.eq(0), self.gather_k.eq(0),
+                self.head.eq(0), self.drain_head.eq(0), self.have.eq(0), self.streaming.eq(0),
+                self.gather_k.eq(0),
                 *(flag.eq(0) for flag in self.sink_of.values()),
                 *(flag.eq(0) for flag in self.flag.values())]
 

@@ -165,7 +165,9 @@ class SequencerCases:
                 self.next_op(op)
 
     def attention(self, op: Operator) -> None:
-        # ``head`` is the job's first query head, ``lane`` counts its query beats sent
+        # ``head`` is the job's first query head, ``lane`` counts its query beats sent; the
+        # next job's command and queries go out while the unit still works on the job before
+        # (its second stage), whose results are drained meanwhile (``drain_head``, ``j``)
         m, c, sp, att = self.m, self.c, self.sp, self.units.att
         phase, i, j, lane, head = self.phase, self.i, self.j, self.lane, self.head
         hp, head_rows = self.p.heads_parallel, self.head_rows
@@ -174,9 +176,10 @@ class SequencerCases:
             with m.If(att.cmd.ready):
                 # the job's query heads are consecutive rows
                 self._start(0)
-                m.d.sync += self._enter("gather", 1, leave="cmd_att")
+                m.d.sync += [*self._enter("gather", 1, leave="cmd_att"),
+                             self.flag["draining"].eq(1)]
             # a job's counters cleared while it waits (not under the unit's ready)
-            m.d.sync += [i.eq(0), j.eq(0), lane.eq(0)]
+            m.d.sync += [i.eq(0), lane.eq(0)]
         # gather a query head into ``row``, a scratchpad row a cycle (:meth:`gathers`)
         with m.If(equals(phase, 1) & reader.valid):
             m.d.sync += i.eq(i + 1)
@@ -187,18 +190,19 @@ class SequencerCases:
         with m.If(equals(phase, 2) & att.q.ready):  # ``send_q``: the query's valid
             last_head = equals(lane, hp - 1)
             m.d.sync += [lane.eq(lane + 1), phase.eq(Mux(last_head, 3, 1)),
-                         self.flag["send_q"].eq(0), self.flag["gather"].eq(~last_head),
-                         self.flag["draining"].eq(last_head)]
-        # ``draining``: the results out; ``j`` counts rows
-        with m.If(equals(phase, 3) & att.out.valid):
+                         self.flag["send_q"].eq(0), self.flag["gather"].eq(~last_head)]
+            with m.If(last_head):  # the job's queries sent: the next job's command
+                m.d.sync += [head.eq(head + hp),
+                             self.first[0].eq(self.first[0] + hp * head_rows)]
+                with m.If(~equals(head, c.heads - hp)):
+                    m.d.sync += [phase.eq(0), self.flag["cmd_att"].eq(1)]
+        # ``draining``: the results out, a job's rows counted by ``j``
+        with m.If(self.flag["draining"] & att.out.valid):
             m.d.sync += j.eq(j + 1)
             with m.If(att.out.payload.last):
-                m.d.sync += [head.eq(head + hp), phase.eq(0), self.flag["draining"].eq(0),
-                             self.first[0].eq(self.first[0] + hp * head_rows)]
-                with m.If(equals(head, c.heads - hp)):
+                m.d.sync += [j.eq(0), self.drain_head.eq(self.drain_head + hp)]
+                with m.If(equals(self.drain_head, c.heads - hp)):
                     self.next_op(op)
-                with m.Else():  # the next job's command
-                    m.d.sync += self.flag["cmd_att"].eq(1)
 
     def silu_table(self, op: Operator) -> None:
         # ``silu`` (raised by the operator before): the table's entries in, one a cycle

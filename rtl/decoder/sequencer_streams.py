@@ -242,7 +242,7 @@ class SequencerStreams:
             *(products if r == 1 else []),
         ], [
             (f["feed_rope"], u.rope.y.valid, j, u.rope.y.payload.value),
-            (f["draining"], u.att.out.valid, self.head * self.head_rows + j,
+            (f["draining"], u.att.out.valid, self.drain_head * self.head_rows + j,
              u.att.out.payload.value),
         ], ([norm] if wide else []) + ([] if r == 1 else products))
 
@@ -271,6 +271,6 @@ class SequencerStreams:
                 *([] if wide else [norm_b]),
             ], [
                 (f["feed_rope"] & mine, u.rope.y.valid, j, u.rope.y.payload.value),
-                (f["draining"] & mine, u.att.out.valid, self.head * self.head_rows + j,
+                (f["draining"] & mine, u.att.out.valid, self.drain_head * self.head_rows + j,
                  u.att.out.payload.value),
             ], ([norm_b] if wide else []) + products)

@@ -41,6 +41,7 @@ from dataclasses import dataclass, fields, replace
 
 from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
+from heteroreason.rtl.decoder.attention import HANDOFF_CYCLES, back_cycles, score_latency
 from heteroreason.rtl.decoder.attention import job_cycles as attention_job_cycles
 from heteroreason.rtl.decoder.core import BUFFER_OUTPUT_LATENCY, PARAM_LAYOUT, TOKEN_START_LATENCY
 from heteroreason.rtl.decoder.decode_schedule import entries_per_param_beat
@@ -76,7 +77,7 @@ class Overheads:
     matvec: float = 0.0
     rope: float = 44.0
     kv_write: float = 17.5
-    attention_job: float = 4.0  # the command and the hand-overs around the unit's passes
+    attention_job: float = 4.0  # a job's command and the hand-overs around its queries
     silu_table: float = 11.5
     tail: float = 0.0
 
@@ -151,13 +152,17 @@ class CoreTiming:
             return c.kv_heads * (2 * (1 + READ_LATENCY + hd // v) + 1) + o.kv_write, 0
         if op.unit is Unit.ATTENTION:
             jobs = c.heads // p.heads_parallel
-            # each job: its queries gathered and sent, then the unit's passes
-            cycles = jobs * (READ_LATENCY + p.heads_parallel * (hd // v + 1) + o.attention_job
-                             + attention_job_cycles(head_dim=hd, heads=p.heads_parallel,
-                                                    width=v, length=position + 1,
-                                                    kv_rows=p.kv_rows))
-            if p.external_kv:
-                cycles += jobs * self.memory_latency_cycles
+            job = dict(head_dim=hd, heads=p.heads_parallel, width=v, length=position + 1,
+                       kv_rows=p.kv_rows)
+            # a job's command and its queries gathered and sent; its key rows' latency
+            query = READ_LATENCY + p.heads_parallel * (hd // v + 1) + o.attention_job + \
+                (self.memory_latency_cycles if p.external_kv else 0)
+            # each later job's command, queries and scores while the job before it is in the
+            # unit's second stage: it enters that stage when both are done
+            scores = 1 + query + -(-(position + 1) // p.kv_rows) + \
+                score_latency(hd, p.kv_rows) + HANDOFF_CYCLES
+            cycles = query + attention_job_cycles(**job) + \
+                (jobs - 1) * max(back_cycles(**job), scores)
             return cycles, 0
         if op.unit is Unit.SILU_TABLE:
             return 256 + o.silu_table, 0

@@ -9,7 +9,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from heteroreason.model.spec.numerics.qwen2_int8 import attend, quant_multiplier
-from heteroreason.rtl.decoder.attention import Attention, job_cycles
+from heteroreason.rtl.decoder.attention import Attention, job_cycles, jobs_cycles
 from heteroreason.sim.verify.amaranth_hbm import kv_memory_processes
 from heteroreason.sim.verify.amaranth_run import run_until_done
 
@@ -136,32 +136,36 @@ def test_parameters_are_validated():
         Attention(head_dim=8, kv_heads=1, layers=1, max_context=40, kv_rows=16)
 
 
-@pytest.mark.parametrize("head_dim, heads, width, length, kv_rows", [
-    (8, 2, 1, 5, 1), (16, 1, 4, 20, 1), (8, 2, 1, 5, 4), (16, 3, 4, 21, 2), (8, 1, 8, 32, 8)])
-def test_job_takes_the_documented_cycles(head_dim, heads, width, length, kv_rows):
-    """Without stalls, a job's last output leaves :func:`job_cycles` after its last query."""
+@pytest.mark.parametrize("jobs, head_dim, heads, width, length, kv_rows", [
+    (1, 8, 2, 1, 5, 1), (1, 16, 1, 4, 20, 1), (1, 8, 2, 1, 5, 4), (1, 16, 3, 4, 21, 2),
+    (1, 8, 1, 8, 32, 8),
+    # back to back: a job's scores while the one before it is in the second stage
+    (2, 8, 2, 1, 5, 1), (3, 16, 1, 4, 20, 1), (4, 8, 2, 1, 9, 4), (3, 16, 3, 4, 21, 2),
+    (2, 8, 1, 8, 32, 8)])
+def test_jobs_take_the_documented_cycles(jobs, head_dim, heads, width, length, kv_rows):
+    """Without stalls, a job's last output leaves :func:`job_cycles` after its last query;
+    ``jobs`` jobs offered back to back, the last one's :func:`jobs_cycles` after the first
+    one's last query."""
     dut = Attention(head_dim=head_dim, kv_heads=1, layers=1, max_context=32, heads=heads,
                     width=width, kv_rows=kv_rows)
     rng = np.random.default_rng(7)
-    marks = {}
+    marks = {"outs": 0, "queries": 0}
 
     async def driver(ctx):
         c = dut.cmd.payload
-        ctx.set(c.layer, 0)
-        ctx.set(c.kv_head, 0)
-        ctx.set(c.length, length)
-        ctx.set(c.exp_mult, 1 << 30)
-        ctx.set(c.exp_shift, 36)
-        ctx.set(c.out_mult, 1 << 30)
-        ctx.set(c.out_shift, 40)
-        ctx.set(dut.cmd.valid, 1)
-        await ctx.tick().until(dut.cmd.ready)
-        ctx.set(dut.cmd.valid, 0)
-        for _ in range(heads):
-            ctx.set(dut.q.payload, [int(v) for v in rng.integers(-128, 128, head_dim)])
-            ctx.set(dut.q.valid, 1)
-            await ctx.tick().until(dut.q.ready)
-        ctx.set(dut.q.valid, 0)
+        for _ in range(jobs):
+            for name, value in (("layer", 0), ("kv_head", 0), ("length", length),
+                                ("exp_mult", 1 << 30), ("exp_shift", 36),
+                                ("out_mult", 1 << 30), ("out_shift", 40)):
+                ctx.set(getattr(c, name), value)
+            ctx.set(dut.cmd.valid, 1)
+            await ctx.tick().until(dut.cmd.ready)
+            ctx.set(dut.cmd.valid, 0)
+            for _ in range(heads):
+                ctx.set(dut.q.payload, [int(v) for v in rng.integers(-128, 128, head_dim)])
+                ctx.set(dut.q.valid, 1)
+                await ctx.tick().until(dut.q.ready)
+            ctx.set(dut.q.valid, 0)
 
     async def counter(ctx):
         ctx.set(dut.out.ready, 1)
@@ -170,18 +174,24 @@ def test_job_takes_the_documented_cycles(head_dim, heads, width, length, kv_rows
                 dut.q.valid, dut.q.ready, dut.out.valid, dut.out.payload.last):
             cycle += 1
             if q_valid and q_ready:
-                marks["query"] = cycle
+                marks["queries"] += 1
+                if marks["queries"] == heads:  # the first job's last query
+                    marks["query"] = cycle
             if valid and last:
-                marks["out"] = cycle
-                return
+                marks["outs"] += 1
+                if marks["outs"] == jobs:
+                    marks["out"] = cycle
+                    return
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(driver)
     sim.add_testbench(counter)
-    sim.run_until(1e-8 * 2000)
-    assert marks["out"] - marks["query"] == job_cycles(
-        head_dim=head_dim, heads=heads, width=width, length=length, kv_rows=kv_rows)
+    sim.run_until(1e-8 * 2000 * jobs)
+    args = dict(head_dim=head_dim, heads=heads, width=width, length=length, kv_rows=kv_rows)
+    assert marks["out"] - marks["query"] == jobs_cycles(jobs=jobs, **args)
+    if jobs == 1:
+        assert jobs_cycles(jobs=1, **args) == job_cycles(**args)
 
 
 @pytest.mark.parametrize("kv_heads, layers, kv_rows", [(2, 3, 1), (1, 1, 1), (2, 3, 4)])
