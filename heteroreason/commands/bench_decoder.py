@@ -12,7 +12,12 @@ latency and ``--stall`` (the rate ``1 - stall``); with ``--board`` the weights a
 the ports the board's memory plan gives them (``plan_memory``), each port skipping the share of
 cycles its bandwidth cannot fill (the rate the plan's ``beats_per_cycle``) and running up to
 ``--port-fifo`` slices ahead of the slowest (by default the slices in flight at the latency
-and that rate, which a port must buffer to sustain it); the boards' plans time-share the
+and that rate, which a port must buffer to sustain it; with refreshes, the latency's and a
+refresh's cycles, a beat each, which the KV rows need to run ahead by), its skipped cycles
+laid out as ``--gaps`` says: ``random`` (each cycle skipped at random, the stress pattern of
+the tests), ``paced`` (a beat whenever the rate has accrued one) or ``refresh`` (paced, and a
+refresh of tRFC every tREFI at a phase of each port's own: ``port_gaps.HBM_REFRESH_S``, a
+claim); the boards' plans time-share the
 ports, so the parameters and the KV rows are read on the same ports, ahead of the weights
 (the testbench's ``SharedPorts``). Cycles without a beat are split into those
 where the prefetch buffer was full (compute-bound stretches longer than the buffer covers) and
@@ -24,6 +29,7 @@ on its values.
 from __future__ import annotations
 
 import math
+import random
 import sys
 import time
 
@@ -34,6 +40,7 @@ from heteroreason.model.timing.fpga.platform import BOARDS, memory_plan
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.sim.measure.cycles import MeasurementError, TokenCycles, measure_token_cycles
 from heteroreason.sim.measure.waves import core_activity, operator_name
+from heteroreason.sim.verify.tb.port_gaps import PortGaps, refresh_cycles
 
 # (preset, the core's parameters)
 CONFIGS: dict[str, tuple[str, DecoderParams]] = {
@@ -54,13 +61,14 @@ CONFIGS: dict[str, tuple[str, DecoderParams]] = {
 
 def bench(preset: str, params: DecoderParams, contexts: list[int], *, latency: int,
           stall: float, waves: bool = False, weight_ports: tuple = (),
-          port_fifo_depth: int = 8,
-          shared_ports: bool = False) -> tuple[list[TokenCycles], list[dict] | None]:
+          port_fifo_depth: int = 8, shared_ports: bool = False, port_gaps: str = "random",
+          port_refresh: tuple[int, ...] = ()) -> tuple[list[TokenCycles], list[dict] | None]:
     """The measured tokens and, with ``waves``, each token's cycles per operator."""
     try:
         run = measure_token_cycles(preset, params, contexts, latency=latency, stall=stall,
                                    waves=waves, weight_ports=weight_ports,
-                                   port_fifo_depth=port_fifo_depth, shared_ports=shared_ports)
+                                   port_fifo_depth=port_fifo_depth, shared_ports=shared_ports,
+                                   port_gaps=port_gaps, port_refresh=port_refresh)
     except MeasurementError as exc:
         raise SystemExit(f"bench_decoder: {exc}") from None
     if not waves:
@@ -73,6 +81,29 @@ def bench(preset: str, params: DecoderParams, contexts: list[int], *, latency: i
             per_op[operator_name(pc)] = per_op.get(operator_name(pc), 0) + cycles
         per_token.append(per_op)
     return list(run.tokens), per_token
+
+
+def _board_ports(args, name: str, preset: str, params: DecoderParams):
+    """``(rate, ports, fifo, shared, refresh)`` of ``args.board``'s memory plan for ``params``
+    (its weights' rate and ports, the FIFO depth, whether the plan time-shares the ports, and
+    the refresh's ``(period, busy)`` cycles with ``--gaps refresh``)."""
+    plan = memory_plan(qwen2_config(preset), BOARDS[args.board], params)
+    weights = plan.stream("weights")
+    rate = weights.beats_per_cycle
+    ports = ((args.latency, 1.0 - rate),) * weights.ports
+    refresh = refresh_cycles(BOARDS[args.board].clock_hz) if args.gaps == "refresh" else ()
+    if refresh:  # a port too fast to refresh is refused here, before the build
+        PortGaps(1.0 - rate, pattern="paced", rng=random.Random(0), refresh=refresh)
+    # the slices in flight over the latency; with refreshes, the slices of the latency and of
+    # a refresh at a beat a cycle, the pace of the narrow streams that share the ports (the KV
+    # rows), which a port must run ahead by to hide a refresh
+    fifo = args.port_fifo or (max(8, math.ceil(args.latency + refresh[1])) if refresh
+                              else max(8, math.ceil(args.latency * rate)))
+    print(f"{name} on {args.board}'s memory plan: {plan.describe()}; a FIFO of {fifo} slices "
+          f"a port; {args.gaps} gaps" +
+          (f" ({refresh[1]} of every {refresh[0]} cycles refreshing)" if refresh else ""),
+          file=sys.stderr)
+    return rate, ports, fifo, plan.shared, refresh
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -93,8 +124,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--port-fifo", type=int,
                         help="with --board: slices a port may deliver ahead of the slowest "
                              "(default: the slices in flight at the latency and the port's "
-                             "rate, which a port must buffer to sustain its rate)")
+                             "rate, which a port must buffer to sustain its rate; with --gaps "
+                             "refresh, the latency's and a refresh's cycles)")
+    parser.add_argument("--gaps", choices=("random", "paced", "refresh"), default="random",
+                        help="with --board: how a port's skipped cycles fall (default random)")
     args = parser.parse_args(argv)
+    if args.gaps != "random" and not args.board:
+        parser.error(f"--gaps {args.gaps} needs --board (the ports whose gaps it lays out)")
     if args.port_fifo is not None and args.port_fifo < 1:
         parser.error(f"--port-fifo must be a positive integer, not {args.port_fifo}")
     if args.board and args.stall:
@@ -111,20 +147,18 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     rows = []
     for name in args.configs:
         preset, params = CONFIGS[name]
-        rate, ports, fifo, shared = 1.0 - args.stall, (), 8, False
+        rate, ports, fifo, shared, refresh = 1.0 - args.stall, (), 8, False, ()
         if args.board:
-            plan = memory_plan(qwen2_config(preset), BOARDS[args.board], params)
-            weights = plan.stream("weights")
-            rate = weights.beats_per_cycle
-            ports = ((args.latency, 1.0 - rate),) * weights.ports
-            fifo = args.port_fifo or max(8, math.ceil(args.latency * rate))
-            shared = plan.shared
-            print(f"{name} on {args.board}'s memory plan: {plan.describe()}; a FIFO of "
-                  f"{fifo} slices a port", file=sys.stderr)
+            try:
+                rate, ports, fifo, shared, refresh = _board_ports(args, name, preset, params)
+            except ValueError as exc:
+                parser.error(f"--gaps {args.gaps} on {args.board} with config {name}: {exc}")
         start = time.monotonic()
         tokens, operators = bench(preset, params, args.contexts, latency=args.latency,
                                   stall=args.stall, waves=args.waves, weight_ports=ports,
-                                  port_fifo_depth=fifo, shared_ports=shared)
+                                  port_fifo_depth=fifo, shared_ports=shared,
+                                  port_gaps="random" if args.gaps == "random" else "paced",
+                                  port_refresh=refresh)
         for token, per_op in zip(tokens, operators or [], strict=False):
             print(f"{name} position {token.position}: " + ", ".join(
                 f"{k} {v}" for k, v in per_op.items()))

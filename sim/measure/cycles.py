@@ -48,13 +48,16 @@ def measure_token_cycles(preset: str, params: DecoderParams, positions: Sequence
                          seed: int = 1, cxx_opt: str | None = None,
                          shared_kv_ports: bool = True,
                          weight_ports: Sequence[tuple[int, float]] = (),
-                         port_fifo_depth: int = 8, shared_ports: bool = False) -> TokenMeasurement:
+                         port_fifo_depth: int = 8, shared_ports: bool = False,
+                         port_gaps: str = "random",
+                         port_refresh: tuple[int, ...] = ()) -> TokenMeasurement:
     """Time one decode token at each of ``positions`` (memory ``latency`` cycles, a beat
     skipped with probability ``stall``; an external KV cache's key and value rows on one set of
     ports with ``shared_kv_ports``, as the memory plan places them; the weights striped over
-    ``weight_ports``, ``(latency, stall)`` each, ``port_fifo_depth`` slices ahead at most, when
-    it names any: ``latency`` and ``stall`` then apply to the other streams; with
-    ``shared_ports`` the other streams are time-shared on those ports instead); raises
+    ``weight_ports``, ``(latency, stall)`` each, ``port_fifo_depth`` slices ahead at most, their
+    gaps laid out as ``port_gaps`` and ``port_refresh`` say (:mod:`~heteroreason.sim.verify.tb.
+    port_gaps`), when it names any: ``latency`` and ``stall`` then apply to the other streams;
+    with ``shared_ports`` the other streams are time-shared on those ports instead); raises
     :class:`MeasurementError` if the run fails.
     ``cxx_opt`` is the Verilator model's C++ optimization (:func:`.run_cocotb`): the cycles do
     not depend on it, the build and simulation times do."""
@@ -63,7 +66,8 @@ def measure_token_cycles(preset: str, params: DecoderParams, positions: Sequence
         stimulus = Stimulus(positions=tuple(positions), latency=latency, stall=stall,
                             result=str(out), shared_kv_ports=shared_kv_ports,
                             weight_ports=tuple(weight_ports),
-                            port_fifo_depth=port_fifo_depth, shared_ports=shared_ports)
+                            port_fifo_depth=port_fifo_depth, shared_ports=shared_ports,
+                            port_gaps=port_gaps, port_refresh=tuple(port_refresh))
         result = run_cocotb("decoder_core", "heteroreason.sim.verify.tb.core_tb",
                             params=DecoderDesign(preset, params, seed).export_params(),
                             testcase="token_timing", seed=1, waves=waves, log_file=log,

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 from heteroreason.model import checks
 from heteroreason.sim.flow.export import DecoderDesign
+from heteroreason.sim.verify.tb.port_gaps import GAP_PATTERNS
 
 __all__ = ["PLAN_ENV", "RunPlan", "Stimulus"]
 
@@ -50,6 +51,10 @@ class Stimulus:
     port_fifo_depth
         With ``weight_ports``: the slices each port may deliver ahead of the slowest (its FIFO
         in front of the beat's assembly).
+    port_gaps, port_refresh
+        With ``weight_ports``: how each port's skipped cycles fall (``"random"`` or
+        ``"paced"``), and with ``"paced"`` a refresh of ``(period, busy)`` cycles or none
+        (:class:`~heteroreason.sim.verify.tb.port_gaps.PortGaps`).
     shared_ports
         With ``weight_ports``: the parameters and an external KV cache's key and value rows
         time-shared on the weights' ports (:class:`~heteroreason.sim.verify.tb.shared_ports.
@@ -76,6 +81,8 @@ class Stimulus:
     backpressure: float = 0.0
     weight_ports: tuple[tuple[int, float], ...] = ()
     port_fifo_depth: int = 8
+    port_gaps: str = "random"
+    port_refresh: tuple[int, ...] = ()
     shared_kv_ports: bool = True
     shared_ports: bool = False
     scenario: Mapping | None = None
@@ -86,6 +93,17 @@ class Stimulus:
 
     def __post_init__(self):
         checks.integer("stimulus port_fifo_depth", self.port_fifo_depth, low=1)
+        if self.port_gaps not in GAP_PATTERNS:
+            raise ValueError(f"stimulus port_gaps must be one of {', '.join(GAP_PATTERNS)}, "
+                             f"not {self.port_gaps!r}")
+        refresh = tuple(self.port_refresh)
+        if refresh and (self.port_gaps != "paced" or len(refresh) != 2 or not all(
+                not isinstance(v, bool) and isinstance(v, int) for v in refresh)
+                or not 0 <= refresh[1] < refresh[0]):
+            raise ValueError(f"stimulus port_refresh must be (period, busy) cycles with 0 <= "
+                             f"busy < period, and the paced gaps; not {refresh!r} with "
+                             f"{self.port_gaps!r}")
+        object.__setattr__(self, "port_refresh", refresh)
         for name in ("random_events", "mvu_jobs", "draft", "latency"):
             value = getattr(self, name)
             checks.integer(f"stimulus {name}", value, low=0)

@@ -157,6 +157,13 @@ def test_bench_decoder_reports_utilization():
     proc = run("bench_decoder.py", "--board", "u280-300", "--port-fifo", "0")
     assert proc.returncode == 2 and "--port-fifo must be a positive integer, not 0" in \
         proc.stderr
+    proc = run("bench_decoder.py", "--gaps", "paced")
+    assert proc.returncode == 2 and "--gaps paced needs --board" in proc.stderr
+    # the tiny core's port runs at a beat a cycle: no time left to refresh
+    proc = run("bench_decoder.py", "--configs", "tiny", "--contexts", "40", "--board",
+               "u280-300", "--gaps", "refresh")
+    assert proc.returncode == 2 and "--gaps refresh on u280-300 with config tiny: a port at 1 " \
+        "beats a cycle cannot also refresh 105 of every 1170 cycles" in proc.stderr
 
 
 def test_cosim_brsd_rejects_bad_arguments(tmp_path):

@@ -92,8 +92,15 @@ SHARED_PORTS = True
 # 3,287 LUTs and 1,237 flip-flops synthesized (docs/rtl.md), under 0.3 % of the U280's
 ENGINE_CONTEXTS = 16
 
+# the devices' totals: the XCU280's from DS890 (UltraScale Architecture and Product Data Sheet:
+# Overview): 1,303,680 LUTs, 2,607,360 flip-flops, 9,024 DSP slices, 2,016 36-Kb block RAMs,
+# 960 UltraRAMs (data/slr.json has them per SLR, as the shell leaves them); the XCV80's as
+# claims (AMD's V80 data sheet, DS1013, not read here): 2,574,208 LUTs, two flip-flops a LUT,
+# 10,848 DSP engines and 3,741 36-Kb block RAMs as this project has carried them, and 1,925
+# UltraRAMs as issue 41 gives them (it had 1,301, unsourced). The design search counts no
+# UltraRAM yet (``estimate_resources``), so the figure moves no result.
 _U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=960)
-_V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_301)
+_V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_925)
 BOARDS: dict[str, FpgaBoard] = {b.name: b for b in (
     FpgaBoard("u280-200", 200e6, U280_HBM, _U280, 45.0,
               "Alveo U280 data sheet (HBM2 8 GB, 460 GB/s); docs/design.md §8: 45 W at 200 MHz"),

@@ -73,12 +73,14 @@ def hbm_channels(dut, core: DecoderCore, rng, knobs: Stimulus, *,
                              kv_row_bytes=kv_beat, per_beat=core.params.kv_rows,
                              ports=knobs.weight_ports, addr_bits=addr_bits,
                              kv_addr_bits=kv_addr_bits, rng=rng,
-                             fifo_depth=knobs.port_fifo_depth, window=knobs.port_fifo_depth)
+                             fifo_depth=knobs.port_fifo_depth, window=knobs.port_fifo_depth,
+                             gaps=knobs.port_gaps, refresh=knobs.port_refresh)
         return shared, None, None
     if knobs.weight_ports:
         weights = StripedChannel(dut, "wreq", "wdata", image, beat_bytes=core.stream_bytes,
                                  ports=knobs.weight_ports, addr_bits=addr_bits, rng=rng,
-                                 fifo_depth=knobs.port_fifo_depth)
+                                 fifo_depth=knobs.port_fifo_depth, gaps=knobs.port_gaps,
+                                 refresh=knobs.port_refresh)
     else:
         weights = HbmChannel(dut, "wreq", "wdata", image, addr_bits=addr_bits, rng=rng,
                              latency=latency, stall=stall)

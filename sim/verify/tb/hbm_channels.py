@@ -19,6 +19,7 @@ from heteroreason.model import checks
 from heteroreason.rtl.decoder.core import PARAM_LAYOUT
 from heteroreason.rtl.decoder.decode_schedule import DecodeSchedule
 from heteroreason.rtl.decoder.weight_schedule import slice_bytes
+from heteroreason.sim.verify.tb.port_gaps import PortGaps
 from heteroreason.sim.verify.tb.streams import Payload
 
 __all__ = ["HbmChannel", "KvMemory", "RowBeats", "SharedRows", "StripedChannel",
@@ -150,13 +151,15 @@ class HbmChannel(_StreamPorts):
 class StripedChannel(_StreamPorts):
     """A stream split byte-wise over HBM ports, as :func:`~heteroreason.model.timing.fpga.hbm.
     slice_bytes` splits it: each port serves its slice of every requested beat with its own
-    latency and stall probability into a FIFO of ``fifo_depth`` slices (the aligner a design
+    latency and its share ``stall`` of skipped cycles (laid out as ``gaps`` and ``refresh``
+    say: :mod:`.port_gaps`) into a FIFO of ``fifo_depth`` slices (the aligner a design
     puts behind its ports), and a beat is offered when every port's slice of it has arrived.
     With uneven ports the stream runs at the slowest port's pace, in bursts."""
 
     def __init__(self, dut, request: str, response: str, beats: Sequence[int], *,
                  beat_bytes: int, ports: Sequence[tuple[int, float]], addr_bits: int,
-                 rng: random.Random, fifo_depth: int = 8):
+                 rng: random.Random, fifo_depth: int = 8, gaps: str = "random",
+                 refresh: tuple[int, int] = ()):
         if not ports:
             raise ValueError("ports must name at least one (latency, stall) pair")
         for latency, stall in ports:
@@ -166,6 +169,8 @@ class StripedChannel(_StreamPorts):
         self._beats = beats
         self._rng = rng
         self._ports = tuple(ports)
+        self._gaps = [PortGaps(stall, pattern=gaps, rng=rng, refresh=refresh)
+                      for _, stall in ports]
         self._depth = fifo_depth
         offsets, at = [], 0
         for size in slice_bytes(beat_bytes, len(ports)):
@@ -187,10 +192,10 @@ class StripedChannel(_StreamPorts):
 
     def drive(self, cycle: int) -> None:
         self._req_ready.value = 1
-        for k, (_, stall) in enumerate(self._ports):
+        for k, gaps in enumerate(self._gaps):
             pending, fifo = self._pending[k], self._fifos[k]
             if pending and pending[0][0] <= cycle and len(fifo) < self._depth \
-                    and self._rng.random() >= stall:
+                    and not gaps.skip(cycle):
                 head = pending[0]
                 shift, mask = self._slices[k]
                 fifo.append((head[1], (self._beats[head[1]] >> shift) & mask))

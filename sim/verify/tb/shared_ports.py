@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from heteroreason.model import checks
 from heteroreason.rtl.decoder.weight_schedule import slice_bytes
 from heteroreason.sim.verify.tb.hbm_channels import KvMemory, RowBeats, _check_port, _StreamPorts
+from heteroreason.sim.verify.tb.port_gaps import PortGaps
 
 __all__ = ["SharedPorts"]
 
@@ -22,9 +23,11 @@ class SharedPorts:
     :class:`StripedChannel` splits them, and the parameter beats and the KV cache's key and
     value rows (``kv_rows`` a beat) read on the same ports, each beat a slice a port.
 
-    A port moves at most its weight slice's bytes a cycle, and none in a cycle it skips (with
-    probability its ``stall``): it pays the narrow streams' slices first, then a weight slice
-    if what is left of the cycle's bytes (and of the last cycle's) covers one. A request's
+    A port moves at most its weight slice's bytes a cycle, and none in a cycle it skips (the
+    share ``stall`` of its cycles, laid out as ``gaps`` and ``refresh`` say:
+    :class:`~heteroreason.sim.verify.tb.port_gaps.PortGaps`): it pays the narrow streams'
+    slices first, then a weight slice if what is left of the cycle's bytes (and of the last
+    cycle's) covers one. A request's
     slices may move ``latency`` cycles after it is taken. A narrow stream is fetched at most
     ``window`` beats ahead of the one its reader takes (the attention's value rows wait behind
     its key rows without taking the ports' time); a narrow beat is offered when every port has
@@ -35,7 +38,8 @@ class SharedPorts:
                  param_bytes: Sequence[int], kv: KvMemory | None, kv_row_bytes: int,
                  per_beat: int,
                  ports: Sequence[tuple[int, float]], addr_bits: int, kv_addr_bits: int,
-                 rng: random.Random, fifo_depth: int = 8, window: int = 4):
+                 rng: random.Random, fifo_depth: int = 8, window: int = 4,
+                 gaps: str = "random", refresh: tuple[int, int] = ()):
         if not ports:
             raise ValueError("ports must name at least one (latency, stall) pair")
         for latency, stall in ports:
@@ -44,6 +48,8 @@ class SharedPorts:
         checks.integer("window", window, low=1)
         self._rng = rng
         self._ports = tuple(ports)
+        self._gaps = [PortGaps(stall, pattern=gaps, rng=rng, refresh=refresh)
+                      for _, stall in ports]
         self._depth = fifo_depth
         self._window = window
         self.weights = _StreamPorts(dut, "wreq", "wdata", size=len(weights), addr_bits=addr_bits)
@@ -102,8 +108,8 @@ class SharedPorts:
             narrow.ports._req_ready.value = 1
         if self.kv is not None:
             self.kv._ready.value = 1
-        for k, (_, stall) in enumerate(self._ports):
-            if self._rng.random() < stall:
+        for k, gaps in enumerate(self._gaps):
+            if gaps.skip(cycle):
                 continue
             # a cycle's bytes and what is left of the last cycles', up to two weight slices
             # and a narrow one (unused cycles are not saved up beyond that)
