@@ -67,7 +67,8 @@ def test_a_design_placed_per_slr():
         for r in RESOURCES:
             assert plan.use[k][r] == sum(fit.units[u][r] for u, s in plan.where.items()
                                          if s == k and u in fit.units)
-    assert fit.floorplan("v80") is None
+    v80 = fit.floorplan("v80")  # the V80's memory side is SLR2
+    assert v80.where["mvu"] == v80.where["wbuf"] == 2
 
 
 def test_writing_a_boards_synthesis_keeps_the_other_designs_of_this_rtl():

@@ -21,7 +21,17 @@ def test_the_u280s_slrs_come_with_their_sources():
     assert floor.slrs[0].dsp == 2664 and floor.boundaries[0].sll == 16800
     assert board_floor("u280-200") == floor.__class__(**{**floor.__dict__, "board": "u280-200"})
     assert all("claim" in s or "DS890" in s or "UG949" in s for s in floor.sources)
-    assert board_floor("v80") is None  # no per-SLR data sourced for the V80
+    assert board_floor("u55c") is None  # a board the file does not hold
+
+
+def test_the_v80s_slrs_are_claims_with_the_hbm_on_top():
+    """Three SLRs (AMD's AVED pages), the HBM's NoC in SLR2 (PG313); the per-SLR figures
+    the device's totals over three, each source marked a claim."""
+    floor = board_floor("v80")
+    assert floor.device.startswith("xcv80") and floor.hbm_slr == 2
+    assert [s.name for s in floor.slrs] == ["SLR0", "SLR1", "SLR2"]
+    assert sum(s.uram for s in floor.slrs) <= 1925 and sum(s.dsp for s in floor.slrs) <= 10848
+    assert all(s.startswith("claim") for s in floor.sources[:3])
 
 
 def test_units_beside_the_memory_stay_in_its_slr_and_the_rest_spread():
