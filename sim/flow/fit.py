@@ -24,6 +24,7 @@ from amaranth.back import rtlil
 from heteroreason.model.files import write_text_atomic
 from heteroreason.sim.flow.export import DecoderDesign, build_top, zero_memory_init_omitted
 from heteroreason.sim.flow.hierarchy import (
+    FIT_TIMEOUT_S,
     HierarchySynthesis,
     read_hierarchy,
     synthesize_hierarchy,
@@ -88,7 +89,7 @@ RECORD = "synthesis.json"  # in the work folder: what was synthesized there, of 
 
 def synthesize_design(name: str, design: DecoderDesign, work: Path, *, rtl_hash: str,
                       top: str = "decoder_core", yosys: str | None = None,
-                      timeout_s: float = 7200,
+                      timeout_s: float = FIT_TIMEOUT_S,
                       extra: Mapping[str, int] | None = None) -> FitRecord:
     """Build ``top`` for ``design`` (``extra``: the engine's own parameters), write its RTLIL
     under ``work``, synthesize it, and leave beside the netlists a record of what they are

@@ -32,9 +32,12 @@ from pathlib import Path
 
 from heteroreason.sim.flow.synth import SynthesizedResources, read_stat_json, summarize_cells
 
-__all__ = ["GLUE", "PORTS", "HierarchySynthesis", "Link", "NetLoad", "PortRegistration",
-           "read_hierarchy", "synthesize_hierarchy"]
+__all__ = ["FIT_TIMEOUT_S", "GLUE", "PORTS", "HierarchySynthesis", "Link", "NetLoad",
+           "PortRegistration", "read_hierarchy", "synthesize_hierarchy"]
 
+# a full-width core takes Yosys over two hours of one core when another synthesis shares the
+# machine's two (the U280 design, 2026-12-06); a limit only for a run that never ends
+FIT_TIMEOUT_S = 6 * 3600
 GLUE = "glue"    # the top's own cells
 PORTS = "ports"  # the top's ports (the memory, the host)
 _FF = ("FDRE", "FDSE", "FDCE", "FDPE")
@@ -88,7 +91,7 @@ class HierarchySynthesis:
 
 
 def synthesize_hierarchy(rtlil_file: Path, top: str, *, yosys: str = "yosys",
-                         timeout_s: float = 7200, keep: int = 20) -> HierarchySynthesis:
+                         timeout_s: float = FIT_TIMEOUT_S, keep: int = 20) -> HierarchySynthesis:
     """Synthesize ``rtlil_file`` (Amaranth's RTLIL of ``top``) with the native ``yosys`` and
     read it back (``keep``: how many of the largest nets to report)."""
     rtlil_file = Path(rtlil_file).resolve()
