@@ -61,7 +61,7 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--case", choices=("small",),
                         help="the small case instead of the boards' designs")
     parser.add_argument("--synthesize", action="store_true",
-                        help="synthesize now (a full-width core: about an hour) instead of "
+                        help="synthesize now (a full-width core: hours) instead of "
                              "reading the evidence")
     parser.add_argument("--evidence", type=Path, default=FIT_FILE,
                         help="the fit evidence to read")
