@@ -95,12 +95,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``heteroreason`` with ``argv`` (default: the process's arguments); the exit
     status: 0 done, 2 bad input (the option and its allowed values named), 1 a failure."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(_usage(), file=sys.stdout if args else sys.stderr)
+    if not args or args[0] in ("-h", "--help", "--version"):
+        try:
+            if args and args[0] == "--version":
+                print(f"heteroreason {_version()}")
+            else:
+                print(_usage(), file=sys.stdout if args else sys.stderr)
+        except BrokenPipeError:  # the reader (grep -q, head) went away: not an error of ours
+            _silence_stdout()
         return 0 if args else 2
-    if args[0] == "--version":
-        print(f"heteroreason {_version()}")
-        return 0
     name = args[0]
     if name == "bench" and len(args) > 1 and not args[1].startswith("-"):
         name, args = f"bench {args[1]}", args[1:]
@@ -115,8 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.main(args[1:], prog=f"heteroreason {name}") or 0)
     except BrokenPipeError:  # the reader (a pager, head) went away: not an error of ours
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence_stdout()
         return 0
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (staged outputs are left as they were)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -127,6 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         with contextlib.suppress(ValueError, TypeError):
             signal.signal(signal.SIGTERM, previous)
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that the interpreter's last flush does not
+    fail on the pipe whose reader has gone."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 class Terminated(KeyboardInterrupt):

@@ -93,6 +93,20 @@ def test_python_m_and_the_scripts_run_the_same_entry_point(tmp_path):
     assert proc.returncode == 0 and proc.stdout.startswith("usage: heteroreason traces")
 
 
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_a_reader_that_goes_away_is_not_an_error(flag):
+    """``heteroreason --help | grep -q reproduce`` with an unbuffered interpreter: the reader
+    has gone before the last write, and the command still ends with status 0, no traceback."""
+    import os
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before anything is written
+    with os.fdopen(writer, "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "heteroreason", flag], stdout=out,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_quiet_and_verbose_exclude_each_other(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "heteroreason", "reproduce", "--quiet",
                            "--verbose", "--out", str(tmp_path)], capture_output=True, text=True)
