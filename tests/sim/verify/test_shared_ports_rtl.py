@@ -68,6 +68,7 @@ def test_the_reference_tokens_through_shared_ports(gaps, refresh):
 
 
 @pytest.mark.slow
+@pytest.mark.evidence
 def test_paced_ports_cost_their_latency_not_their_gaps():
     """Paced, the ports' gaps cost nothing a FIFO of the slices in flight cannot hide: the
     token takes no more cycles than with random gaps, and the model (which sees no gaps) is
