@@ -18,6 +18,7 @@ skipped cycles fall decides what a design's per-port FIFOs must absorb:
 
 from __future__ import annotations
 
+import math
 import random
 
 from heteroreason.model import checks
@@ -38,7 +39,8 @@ def refresh_cycles(clock_hz: float) -> tuple[int, int]:
     """:data:`HBM_REFRESH_S` in cycles of ``clock_hz`` (the busy cycles rounded up)."""
     checks.number("clock_hz", clock_hz, low=1.0)
     interval, busy = HBM_REFRESH_S
-    return round(interval * clock_hz), -(-round(busy * clock_hz * 1000) // 1000)
+    # rounded to 1e-9 cycles first: 350 ns at 300 MHz is 105 cycles, not 105.00000000000001
+    return round(interval * clock_hz), math.ceil(round(busy * clock_hz, 9))
 
 
 def _blackout_before(n: int, period: int, busy: int) -> int:
