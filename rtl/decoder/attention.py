@@ -240,8 +240,10 @@ class Attention(AttentionMemory, AttentionPhases, wiring.Component):
         self._score(m, f)
         self._exp(m, b)
         self._divide(m, b)
-        self._accumulate(m, b)
-        self._emit(m, b)
+        # the second stage's datapath after the division: a module of its own (``pv``)
+        m.submodules.pv = pv = Module()
+        self._accumulate(m, pv, b)
+        self._emit(m, pv, b)
         return m
 
     def _stage(self, name, idle_state, states) -> SimpleNamespace:
@@ -269,15 +271,21 @@ class Attention(AttentionMemory, AttentionPhases, wiring.Component):
         s.done = s.at_last
         if name == "f":
             row = data.ArrayLayout(signed(8), hd)
-            s.query = Signal(data.ArrayLayout(row, nh), name="query")
+            s.query = Signal(data.ArrayLayout(row, nh), name="query", reset_less=True)
             s.queries = Signal(range(nh + 1), name="queries")
         else:
-            s.total = Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="total")
-            s.remainder = Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="remainder")
-            s.quotient = Signal(data.ArrayLayout(unsigned(47), nh), name="quotient")
+            # data, no reset: each is cleared (or wholly shifted in) before a job reads it
+            s.total = Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="total",
+                             reset_less=True)
+            s.remainder = Signal(data.ArrayLayout(unsigned(_SUM_BITS), nh), name="remainder",
+                                 reset_less=True)
+            s.quotient = Signal(data.ArrayLayout(unsigned(47), nh), name="quotient",
+                                reset_less=True)
             s.step = Signal(range(47), name="step")
             s.step_last = Signal(name="step_last")  # the division's last step (registered)
-            s.acc = Signal(data.ArrayLayout(signed(32), nh * hd), name="acc")
+            s.step_first = Signal(name="step_first")  # its first step (registered)
+            s.acc = Signal(data.ArrayLayout(signed(32), nh * hd), name="acc", reset_less=True)
+            s.acc_clear = Signal(name="acc_clear")  # the division's last step: clear ``acc``
             s.beat = Signal(range(nh * hd // self._width + 1), name="beat")
         return s
 

@@ -151,5 +151,5 @@ class AttentionMemory:
                          req.payload.count.eq(s.job.length)]
             with m.If(req.valid & req.ready):
                 m.d.sync += pending.eq(0)
-        with m.If(self.k_req.valid & self.k_req.ready & ~handoff):
+        with m.If(self.k_req.valid & self.k_req.ready):  # never in a hand-over's cycle
             m.d.sync += k_since.eq(1)

@@ -3,10 +3,13 @@ Attention`): the scores, their exponentials, the division, the weighted sum of v
 output, each elaborated from the job's signals ``j``; and the latencies the timing model
 reproduces."""
 
-from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed, unsigned
 
 from heteroreason.rtl.compare import equals, greater_split
+from heteroreason.rtl.decoder.mvu_stages import PACKED_LOW_BITS
 from heteroreason.rtl.decoder.pipeline import (
+    GROUP_BITS,
+    KEEP,
     REQUANT_LATENCY,
     StallingPipeline,
     delay,
@@ -39,22 +42,17 @@ class AttentionPhases:
         (``_HELD``) for the second stage."""
         hd, nh, nr = self._head_dim, self._heads, self._kv_rows
         keys, valid, last = self._rows(m, j, _SCORE, "k")
-        at_tree = 3 + tree_latency(hd)  # the row taken -> its sums out of the adder tree
+        at_tree = 3 + _score_packing_latency(nr) + tree_latency(hd)  # row taken -> tree's sums
         in_length = self._in_length(m, j, last, at_tree, "score")
         floor = -(1 << (score_bits(hd) - 1))
+        products = self._score_products(m, j, keys)  # [row][head]: the lanes' products
         dots = []  # [row][head]
         for r in range(nr):
             row = []
             for h in range(nh):
-                # each multiplier's own operand registers (its A and B, placed beside it): the
-                # query is fixed during the pass, the key row is copied for each head
-                query = delay(m, j.query[h], 1, name=f"query{h}_{r}_", reset_less=True)
-                key_h = delay(m, keys[r], 1, name=f"key{h}_{r}_", reset_less=True, keep=True)
-                products = [delay(m, query[i] * key_h[i], 2, name=f"qk{h}_{r}_{i}_",
-                                  reset_less=True) for i in range(hd)]
                 # the tree's sum registered once more, beside the running maximum it updates
                 # (a row past the length: below every score)
-                total = tree_sum_pipelined(m, products, name=f"score{h}_{r}")
+                total = tree_sum_pipelined(m, products[r][h], name=f"score{h}_{r}")
                 dot = Signal(signed(score_bits(hd)), name=f"score{h}_{r}_", reset_less=True)
                 m.d.sync += dot.eq(Mux(in_length[r], total, floor) if nr > 1 else total)
                 row.append(dot)
@@ -79,6 +77,51 @@ class AttentionPhases:
             self._wrote(m, j)
             with m.If(j.done):
                 m.d.sync += _goto(j, _SCORE, _HELD)
+
+    def _score_products(self, m, j, keys) -> list:
+        """Each row's and head's ``head_dim`` products of the query with the key row, each
+        multiplier's operands in its own registers (its A and B, placed beside it: the query
+        is fixed during the pass, the key operand copied for each head), the products
+        registered as a DSP's M and P. With several rows a cycle, two rows share a multiplier
+        and the query's element (rows ``2p`` and ``2p + 1`` packed as ``k[2p] * 2**18 +
+        k[2p + 1]`` in a register before the copies, the product split in one after: two
+        cycles more, :func:`score_latency`)."""
+        hd, nh, nr, low = self._head_dim, self._heads, self._kv_rows, PACKED_LOW_BITS
+        products = [[None] * nh for _ in range(nr)]
+        if nr == 1:
+            for h in range(nh):
+                query = delay(m, j.query[h], 1, name=f"query{h}_0_", reset_less=True)
+                key_h = delay(m, keys[0], 1, name=f"key{h}_0_", reset_less=True, keep=True)
+                products[0][h] = [delay(m, query[i] * key_h[i], 2, name=f"qk{h}_0_{i}_",
+                                        reset_less=True) for i in range(hd)]
+            return products
+        packed = []  # [pair][lane]: the pre-adder's sum, 27 bits
+        for p in range(nr // 2):
+            lanes = []
+            for i in range(hd):
+                operand = Signal(signed(8 + low + 1), name=f"kpacked{p}_{i}", reset_less=True)
+                m.d.sync += operand.eq((keys[2 * p][i] << low) + keys[2 * p + 1][i])
+                lanes.append(operand)
+            packed.append(Cat(*lanes))
+        for h in range(nh):
+            query = delay(m, j.query[h], 2, name=f"query{h}_", reset_less=True)
+            for p in range(nr // 2):
+                key_h = delay(m, packed[p], 1, name=f"kpacked{h}_{p}_", reset_less=True,
+                              keep=True)
+                high_row, low_row = [], []
+                for i in range(hd):
+                    both = delay(m, query[i] * key_h[i * (8 + low + 1):
+                                                      (i + 1) * (8 + low + 1)].as_signed(),
+                                 2, name=f"qk{h}_{p}_{i}_", reset_less=True)
+                    high, low_part = (Signal(signed(16), name=f"qk{h}_{r}_{i}_split",
+                                             reset_less=True) for r in (2 * p, 2 * p + 1))
+                    # the low product's sign borrowed one from the high one: give it back
+                    m.d.sync += [high.eq((both >> low) + both[low - 1]),
+                                 low_part.eq(both[:low].as_signed())]
+                    high_row.append(high)
+                    low_row.append(low_part)
+                products[2 * p][h], products[2 * p + 1][h] = high_row, low_row
+        return products
 
     def _max_tree(self, m, values, name):
         """The largest of ``values`` (signed, one width): a level of comparisons a cycle."""
@@ -153,62 +196,73 @@ class AttentionPhases:
             m.d.comb += j.e_wr.en.eq(1)
             self._wrote(m, j)
             with m.If(j.done):
-                m.d.sync += [*_goto(j, _EXP, _DIVIDE), j.step.eq(0), j.step_last.eq(0)]
+                m.d.sync += [*_goto(j, _EXP, _DIVIDE), j.step.eq(0), j.step_last.eq(0),
+                             j.step_first.eq(1)]
                 m.d.sync += [j.remainder[h].eq(0) for h in range(self._heads)]
 
     def _divide(self, m, j) -> None:
         """``2**46 // total`` per head, a quotient bit a cycle from bit 46 down (the dividend's
-        one set bit enters on the first step). The trial subtraction runs whatever the state
-        (from registers alone: no state decode before its carry chain); the state enables the
-        registers it updates."""
+        one set bit enters on the first step, a registered flag). The trial subtraction runs
+        whatever the state (from registers alone: no state decode before its carry chain); the
+        state enables the registers it updates."""
         steps = []
         for h in range(self._heads):
             shifted = Signal(unsigned(_SUM_BITS + 1), name=f"shifted{h}")
             less = Signal(signed(_SUM_BITS + 2), name=f"less{h}")
-            m.d.comb += [shifted.eq(Cat(equals(j.step, 0), j.remainder[h])),
+            m.d.comb += [shifted.eq(Cat(j.step_first, j.remainder[h])),
                          less.eq(shifted - j.total[h])]
             fits = ~less[-1]
             steps += [j.remainder[h].eq(Mux(fits, less[:_SUM_BITS], shifted[:_SUM_BITS])),
                       j.quotient[h].eq(Cat(fits, j.quotient[h][:-1]))]
         with m.If(j.state[_DIVIDE]):
-            m.d.sync += [*steps, j.step.eq(j.step + 1), j.step_last.eq(equals(j.step, 45))]
+            m.d.sync += [*steps, j.step.eq(j.step + 1), j.step_last.eq(equals(j.step, 45)),
+                         j.step_first.eq(0)]
             with m.If(j.step_last):
                 self._next_pass(m, j, _DIVIDE, _ACCUMULATE)
-                m.d.sync += j.acc.eq(0)
+                m.d.comb += j.acc_clear.eq(1)  # (the accumulators: :meth:`_accumulate`)
 
-    def _accumulate(self, m, j) -> None:
+    def _accumulate(self, m, mv, j) -> None:
         """The probability-weighted sum of the value rows: each row's probabilities
         ``(e * recip + 2**29) >> 30`` from three registered partial products, then
         ``heads * head_dim`` registered MACs a row (:data:`ACCUMULATE_LATENCY`). With several
         rows a cycle, a row past the job's length enters as zeros, and each accumulator takes
         the sum of the cycle's products from a registered adder tree
-        (:func:`accumulate_latency`)."""
+        (:func:`accumulate_latency`).
+
+        The datapath (the probabilities, the products, their trees and the accumulators) is
+        ``mv``, the unit's ``pv`` module (a unit of its own in a synthesis with the
+        hierarchy kept, which a floorplan may place in another SLR than the scores); the rows'
+        flags and the pass's control stay in ``m``."""
         hd, nr = self._head_dim, self._kv_rows
         values, valid, last = self._rows(m, j, _ACCUMULATE, "v")
         valid = j.state[_ACCUMULATE] & delay(m, valid, accumulate_latency(nr) - 2,
                                                      name="acc_valid")
         in_length = self._in_length(m, j, last, 0, "acc")
+        with mv.If(j.acc_clear):
+            mv.d.sync += j.acc.eq(0)
         # the exponentials were read with the rows; stage 2: registered beside the multipliers
-        e = delay(m, j.e_rd.data, 1, name="acc_e", reset_less=True)
+        # (the quotients too: final since the division's last step, a cycle before)
+        e = delay(mv, j.e_rd.data, 1, name="acc_e", reset_less=True)
+        quotients = delay(mv, j.quotient, 1, name="acc_quotient", reset_less=True)
         rows = []
         for r in range(nr):
             # a row past the length: zeros (its products add nothing)
             first = Signal.like(values[r], name=f"acc_value{r}_", reset_less=True)
-            m.d.sync += first.eq(Mux(in_length[r], values[r], 0) if nr > 1 else values[r])
-            rows.append(delay(m, first, 4, name=f"acc_value{r}_d", reset_less=True))
+            mv.d.sync += first.eq(Mux(in_length[r], values[r], 0) if nr > 1 else values[r])
+            rows.append(delay(mv, first, 4, name=f"acc_value{r}_d", reset_less=True))
         probs = [[None] * self._heads for _ in range(nr)]
         for r in range(nr):
             for h in range(self._heads):
-                q = j.quotient[h]
+                q = quotients[h]
                 # stages 3-4: the partial products (M, P); 5: two sums; 6: the probability
-                pp = [delay(m, e[r][h].as_unsigned()[:16] * q[lo:hi], 2,
+                pp = [delay(mv, e[r][h].as_unsigned()[:16] * q[lo:hi], 2,
                             name=f"pp{h}_{r}_{lo}_", reset_less=True)
                       for lo, hi in ((0, 17), (17, 34), (34, 47))]
-                low = delay(m, pp[0] + (pp[1] << 17), 1, name=f"pp_low{h}_{r}_",
+                low = delay(mv, pp[0] + (pp[1] << 17), 1, name=f"pp_low{h}_{r}_",
                             reset_less=True)
-                high = delay(m, Cat(Const(1 << 29, 34), pp[2]), 1, name=f"pp_high{h}_{r}_",
+                high = delay(mv, Cat(Const(1 << 29, 34), pp[2]), 1, name=f"pp_high{h}_{r}_",
                              reset_less=True)
-                probs[r][h] = delay(m, (low + high)[30:47], 1, name=f"prob{h}_{r}_",
+                probs[r][h] = delay(mv, (low + high)[30:47], 1, name=f"prob{h}_{r}_",
                                     reset_less=True)
         for h in range(self._heads):
             for i in range(hd):
@@ -216,26 +270,51 @@ class AttentionPhases:
                 for r in range(nr):
                     # 7: the probability copied beside each MAC (its A register: one register
                     # driving every lane is a long route); 8-9: the product (M, P)
-                    prob_i = delay(m, probs[r][h], 1, name=f"prob{h}_{r}_{i}_",
+                    prob_i = delay(mv, probs[r][h], 1, name=f"prob{h}_{r}_{i}_",
                                    reset_less=True, keep=True)
-                    terms.append(delay(m, prob_i * rows[r][i], 2, name=f"pv{h}_{r}_{i}_",
+                    terms.append(delay(mv, prob_i * rows[r][i], 2, name=f"pv{h}_{r}_{i}_",
                                        reset_less=True))
                 # the cycle's products summed (a registered tree), then the accumulator
                 term = terms[0] if nr == 1 else \
-                    tree_sum_pipelined(m, terms, name=f"pv_sum{h}_{i}")
-                with m.If(valid):
-                    m.d.sync += j.acc[h * hd + i].eq(j.acc[h * hd + i] + term)
+                    tree_sum_pipelined(mv, terms, name=f"pv_sum{h}_{i}")
+                with mv.If(valid):
+                    mv.d.sync += j.acc[h * hd + i].eq(j.acc[h * hd + i] + term)
         with m.If(valid):
             self._wrote(m, j)
             with m.If(j.done):
                 m.d.sync += [*_goto(j, _ACCUMULATE, _EMIT), j.beat.eq(0), j.issuing.eq(1)]
 
-    def _emit(self, m, j) -> None:
+    def _emit_select(self, mv, j, step) -> Value:
+        """The accumulators' beat ``j.beat`` (``32 * width`` bits), each :data:`_SELECT_BITS`
+        bits of it chosen by a copy of the beat counter of its own (kept apart in synthesis:
+        one counter would drive every multiplexer), cleared while the sums accumulate and
+        stepped (``step``) with ``j.beat``."""
+        chunk_bits = 32 * self._width
+        beats = self._heads * self._head_dim // self._width
+        words = j.acc.as_value()
+        out = Signal(chunk_bits, name="emit_select")
+        for s, lo in enumerate(range(0, chunk_bits, _SELECT_BITS)):
+            hi = min(chunk_bits, lo + _SELECT_BITS)
+            copy = Signal.like(j.beat, name=f"emit_beat{s}", attrs=KEEP)
+            with mv.If(j.state[_ACCUMULATE]):  # before the job's first beat
+                mv.d.sync += copy.eq(0)
+            with mv.If(step):
+                mv.d.sync += copy.eq(copy + 1)
+            with mv.Switch(copy):
+                for b in range(beats):
+                    with mv.Case(b):
+                        mv.d.comb += out[lo:hi].eq(
+                            words[b * chunk_bits + lo:b * chunk_bits + hi])
+        return out
+
+    def _emit(self, m, mv, j) -> None:
         """The requantized outputs, ``width`` a beat, through a pipeline that stalls with
-        ``out`` (:data:`EMIT_LATENCY`; ``issued`` counts the beats in)."""
+        ``out`` (:data:`EMIT_LATENCY`; ``issued`` counts the beats in): the pipeline, the
+        beat's selection and the requantizers in ``mv`` with the accumulators they read, the
+        beat count and the state in ``m``."""
         width = self._width
         beats = self._heads * self._head_dim // width
-        pipe = StallingPipeline(m, EMIT_LATENCY, ready=self.out.ready, name="emit")
+        pipe = StallingPipeline(mv, EMIT_LATENCY, ready=self.out.ready, name="emit")
         emitting = j.state[_EMIT] & j.issuing
         last = equals(j.beat, beats - 1)
         m.d.comb += [pipe.issue.eq(emitting), pipe.issue_tag.eq(last)]
@@ -243,14 +322,21 @@ class AttentionPhases:
             m.d.sync += j.beat.eq(j.beat + 1)
             with m.If(last):
                 m.d.sync += j.issuing.eq(0)
-        chunk = pipe.stage(j.acc.as_value().word_select(j.beat, 32 * width), "emit_chunk")
+        chunk = pipe.stage(self._emit_select(mv, j, emitting & pipe.advance), "emit_chunk")
+        # the job's output scale, copied beside the requantizers (set at the hand-over)
+        mult = delay(mv, j.job.out_mult, 1, name="out_mult", reset_less=True)
+        shift = delay(mv, j.job.out_shift, 1, name="out_shift", reset_less=True)
         for k in range(width):
-            m.d.comb += self.out.payload.value[k].eq(requantize_pipelined(
-                m, chunk[32 * k:32 * (k + 1)].as_signed(), j.job.out_mult, j.job.out_shift,
+            mv.d.comb += self.out.payload.value[k].eq(requantize_pipelined(
+                mv, chunk[32 * k:32 * (k + 1)].as_signed(), mult, shift,
                 Const(0, 2), widths=(8,), en=pipe.advance, name=f"out{k}"))
-        m.d.comb += [self.out.valid.eq(pipe.out_valid), self.out.payload.last.eq(pipe.out_tag)]
+        mv.d.comb += [self.out.valid.eq(pipe.out_valid),
+                      self.out.payload.last.eq(pipe.out_tag)]
         with m.If(self.out.valid & self.out.ready & self.out.payload.last):
             m.d.sync += _goto(j, _EMIT, _B_IDLE)
+
+
+_SELECT_BITS = GROUP_BITS // 4  # bits of an output beat a copy of its beat counter selects
 
 
 def _goto(j, source: int, target: int) -> list:
@@ -264,12 +350,19 @@ def max_levels(kv_rows: int) -> int:
     return (kv_rows - 1).bit_length()
 
 
+def _score_packing_latency(kv_rows: int) -> int:
+    """Registers the score's packed multipliers add (two rows a multiplier with several rows a
+    cycle): the packed key's and the split products'."""
+    return 2 if kv_rows > 1 else 0
+
+
 def score_latency(head_dim: int, kv_rows: int = 1) -> int:
     """Cycles from a key row taken to its scores written: the row registered twice and once
     more beside each head's multipliers, the products' M and P, the adder tree's stages and
-    the sum's register beside the maximum; with several rows a cycle, a level of comparisons
-    a register (:func:`max_levels`)."""
-    return 6 + tree_latency(head_dim) + max_levels(kv_rows)
+    the sum's register beside the maximum; with several rows a cycle, the packed key's and
+    the split products' registers and a level of comparisons a register
+    (:func:`max_levels`)."""
+    return 6 + _score_packing_latency(kv_rows) + tree_latency(head_dim) + max_levels(kv_rows)
 
 
 DIVIDE_CYCLES = 47

@@ -354,7 +354,7 @@ class DecoderCore(wiring.Component):
             m.d.comb += [wbuf.w_data.eq(self.wdata.payload), wbuf.w_en.eq(self.wdata.valid),
                          self.wdata.ready.eq(wbuf.w_rdy)]
         else:
-            packed = Signal(lanes * 8)
+            packed = Signal(lanes * 8, reset_less=True)  # ``full`` says when it holds a beat
             part = Signal(range(ratio))
             full = Signal()
             m.d.comb += [wbuf.w_data.eq(packed), wbuf.w_en.eq(full),

@@ -153,7 +153,8 @@ class MatVecUnit(MatVecStages, wiring.Component):
     @property
     def result_latency(self) -> int:
         """Cycles from taking a row's last weight beat to its result on ``out``."""
-        return result_latency(self.lanes, vectors=self.vectors)
+        return result_latency(self.lanes, vectors=self.vectors,
+                              rows_per_beat=self.rows_per_beat)
 
     @property
     def result_buffer(self) -> int:
@@ -183,7 +184,7 @@ class MatVecUnit(MatVecStages, wiring.Component):
         out_bits = Signal(OutBits)
         beat = Signal(range(self.max_beats + 1))
         row = Signal(range(self.max_rows + 1))
-        param = Signal(self.rowparam.payload.shape())
+        param = Signal(self.rowparam.payload.shape(), reset_less=True)  # ``have_param``
         have_param = Signal()
         # registered flags of the beat and row being taken (no comparison on the take path)
         beats_m1 = Signal(range(self.max_beats + 1))

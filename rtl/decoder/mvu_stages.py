@@ -15,10 +15,11 @@ from heteroreason.rtl.decoder.pipeline import (
     tree_sum_pipelined,
 )
 
-__all__ = ["PACKED_LOW_BITS", "MatVecStages", "OutBits", "result_latency"]
+__all__ = ["PACKED_LOW_BITS", "MatVecStages", "OutBits", "packs", "result_latency"]
 
-# two int8 x int8 products in one multiplier (vectors side by side, the weight shared): the
-# second vector's product in the low bits of ``w * (x0 * 2**PACKED_LOW_BITS + x1)``
+# two int8 x int8 products in one multiplier sharing an operand (two vectors and a weight, or,
+# with one vector, two rows' weights and the vector's element): the second product in the low
+# bits of ``w * (x0 * 2**PACKED_LOW_BITS + x1)`` (AMD WP486's packing on a DSP48E2)
 PACKED_LOW_BITS = 18
 
 
@@ -30,20 +31,27 @@ class OutBits(enum.Enum, shape=2):
     INT32 = 2
 
 
-def _product_latency(vectors: int) -> int:
+def packs(vectors: int, rows_per_beat: int) -> bool:
+    """Whether a :class:`MatVecUnit` puts two products in a multiplier: two vectors sharing a
+    weight (``vectors`` > 1), or two rows' weights sharing the vector's element (one vector,
+    ``rows_per_beat`` > 1)."""
+    return vectors > 1 or rows_per_beat > 1
+
+
+def _product_latency(vectors: int, rows_per_beat: int = 1) -> int:
     """Registers from a taken weight beat's stage to its products: the operands' and the
-    products' (with vectors > 1 also the packed operand's and the split products')."""
-    return 2 if vectors == 1 else 4
+    products' (packed: also the packed operand's and the split products')."""
+    return 4 if packs(vectors, rows_per_beat) else 2
 
 
-def result_latency(lanes: int, *, vectors: int = 1) -> int:
+def result_latency(lanes: int, *, vectors: int = 1, rows_per_beat: int = 1) -> int:
     """Cycles from taking a row's last weight beat to its result on ``out`` of a
-    :class:`MatVecUnit` of ``lanes`` lanes and ``vectors`` vectors: the buffer read, the
-    multipliers' operand registers, (with vectors > 1, the packed operand's register,) the
-    products, (the split products,) the registered adder tree, the accumulator, the
-    requantizer and the output queue's two."""
-    return (1 + _product_latency(vectors) + tree_latency(lanes, first_stage_levels=1)
-            + 1 + REQUANT_LATENCY + 2)
+    :class:`MatVecUnit` of ``lanes`` lanes, ``vectors`` vectors and ``rows_per_beat`` rows a
+    beat: the buffer read, the multipliers' operand registers, (packed, :func:`packs`: the
+    packed operand's register,) the products, (the split products,) the registered adder tree,
+    the accumulator, the requantizer and the output queue's two."""
+    return (1 + _product_latency(vectors, rows_per_beat)
+            + tree_latency(lanes, first_stage_levels=1) + 1 + REQUANT_LATENCY + 2)
 
 
 class MatVecStages:
@@ -90,16 +98,18 @@ class MatVecStages:
         last_beat, final_row, n, reads = st.last_beat, st.final_row, st.n, st.reads
         # stage 0: the taken weight beat, its vector beat read from the buffer, its row's tags
         take = Signal()
+        # the tags' data without a reset (``s0_valid``, with one, says when they were taken)
         s0 = Signal(data.StructLayout({
             "valid": 1, "first": 1, "last": 1, "final": 1, "bits": OutBits,
-            "param": self.rowparam.payload.shape()}))
+            "param": self.rowparam.payload.shape()}), reset_less=True)
+        s0_valid = Signal(name="s0_valid")
         s0_w = Signal(self.weights.payload.shape(), reset_less=True)
         for port in reads:
             m.d.comb += [port.addr.eq(beat), port.en.eq(1)]
         # with vectors > 1: the vector being loaded, and how many the job loads
         loading = Signal(range(n), name="loading") if n > 1 else None
         job_vectors = Signal(range(n + 1), name="job_vectors") if n > 1 else None
-        m.d.sync += s0.valid.eq(take)
+        m.d.sync += [s0.valid.eq(take), s0_valid.eq(take)]
         # a row's parameters are taken with (or before) its first weight beat. The beat, its
         # tags and the parameters are captured every cycle, in every state (no wide enable or
         # state mux between the prefetch buffers' block RAM outputs and these registers);
@@ -113,7 +123,8 @@ class MatVecStages:
         ]
         with m.If(~have_param):
             m.d.sync += param.eq(self.rowparam.payload)
-        vars(st).update(take=take, s0=s0, s0_w=s0_w, loading=loading, job_vectors=job_vectors)
+        vars(st).update(take=take, s0=s0, s0_valid=s0_valid, s0_w=s0_w, loading=loading,
+                        job_vectors=job_vectors)
 
     def _control(self, m, st):
         """The command, the vector's load and the weight beats taken (the state machine)."""
@@ -209,25 +220,27 @@ class MatVecStages:
             return tree_sum_pipelined(m, products, name=f"dot{suffix[slot]}",
                                       first_stage_levels=1)
 
-        if n == 1:
+        if n == 1 and k == 1:
             x_a = delay(m, reads[0].data, 1, name="x_a", reset_less=True)
-            dots = {}
-            for j in range(k):
-                products = []
-                for i in range(lanes):
-                    product = Signal(signed(16), name=f"product{suffix[0, j]}{i}",
-                                     reset_less=True)
-                    m.d.sync += product.eq(w_a[j * lanes + i] * x_a[i])
-                    products.append(product)
-                dots[0, j] = dot((0, j), products)
+            products = []
+            for i in range(lanes):
+                product = Signal(signed(16), name=f"product{i}", reset_less=True)
+                m.d.sync += product.eq(w_a[i] * x_a[i])
+                products.append(product)
+            dots = {(0, 0): dot((0, 0), products)}
+        elif n == 1:
+            products = self._row_packed_products(
+                m, w_a, delay(m, reads[0].data, 1, name="x_a", reset_less=True), suffix)
+            dots = {slot: dot(slot, products[slot]) for slot in slots}
         else:
             products = self._packed_products(m, w_a, [
                 delay(m, port.data, 1, name=f"x_a{v}", reset_less=True)
                 for v, port in enumerate(reads)], suffix)
             dots = {slot: dot(slot, products[slot]) for slot in slots}
-        tags = delay(m, s0, _product_latency(n) + tree_latency(lanes, first_stage_levels=1),
-                     name="tags")
-        tags = data.View(s0.shape(), tags)
+        # the tags' data without a reset, their valid bit with one
+        tag_latency = _product_latency(n, k) + tree_latency(lanes, first_stage_levels=1)
+        tags = data.View(s0.shape(), delay(m, s0, tag_latency, name="tags", reset_less=True))
+        tags_valid = delay(m, st.s0_valid, tag_latency, name="tags_valid")
 
         def row_param(j):
             return tags.param if k == 1 else tags.param[j]
@@ -235,12 +248,13 @@ class MatVecStages:
         def row_field(view, j):
             return view if k == 1 else view[j]
         vars(st).update(row_param=row_param, row_field=row_field, slots=slots, suffix=suffix)
-        vars(st).update(tags=tags, dots=dots)
+        vars(st).update(tags=tags, tags_valid=tags_valid, dots=dots)
 
     def _accumulate(self, m, st):
         """The rows' sums accumulated and requantized into the output queue."""
         k, results, row_param, row_field = st.k, st.results, st.row_param, st.row_field
         slots, suffix, tags, dots = st.slots, st.suffix, st.tags, st.dots
+        tags_valid = st.tags_valid
         # accumulate; a row's final beat hands its sum to the requantizer
         accs, totals = [], []
         for v, j in slots:
@@ -255,9 +269,10 @@ class MatVecStages:
         sum_tags = Signal(data.StructLayout({
             "final": 1, "bits": OutBits,
             "mult": unsigned(31) if k == 1 else data.ArrayLayout(unsigned(31), k),
-            "shift": unsigned(6) if k == 1 else data.ArrayLayout(unsigned(6), k)}))
-        m.d.sync += sum_valid.eq(tags.valid & tags.last)
-        with m.If(tags.valid):
+            "shift": unsigned(6) if k == 1 else data.ArrayLayout(unsigned(6), k)}),
+            reset_less=True)  # ``sum_valid`` says when they hold a row's
+        m.d.sync += sum_valid.eq(tags_valid & tags.last)
+        with m.If(tags_valid):
             m.d.sync += [acc.eq(total) for acc, total in zip(accs, totals, strict=True)]
             with m.If(tags.last):
                 m.d.sync += [row_sum.eq(total) for row_sum, total in zip(row_sums, totals,
@@ -312,4 +327,40 @@ class MatVecStages:
                     products[n - 1, j].append(delay(m, single, 1,
                                                     name=f"product{suffix[n - 1, j]}{i}_d",
                                                     reset_less=True))
+        return products
+
+    def _row_packed_products(self, m, w_a, x_a, suffix):
+        """With one vector, the products of the weight beat ``w_a``'s rows with the vector beat
+        ``x_a``, two rows a multiplier sharing the vector's element (rows ``2q`` and ``2q + 1``
+        packed as ``w[2q] * 2**low + w[2q + 1]``, :data:`PACKED_LOW_BITS`):
+        ``{(0, j): [w[j, i] * x[i] for each lane i]}``, two registers later than ``w_a`` and
+        ``x_a``."""
+        lanes, k, low = self.lanes, self.rows_per_beat, PACKED_LOW_BITS
+        x_m = delay(m, x_a, 1, name="x_ad", reset_less=True)
+        products = {(0, j): [] for j in range(k)}
+        for q in range(k // 2):
+            for i in range(lanes):
+                high_w, low_w = w_a[2 * q * lanes + i], w_a[(2 * q + 1) * lanes + i]
+                # the pre-adder's sum, high_w * 2**low + low_w (27 bits)
+                operand = Signal(signed(8 + low + 1), name=f"wpacked{q}_{i}", reset_less=True)
+                m.d.sync += operand.eq((high_w << low) + low_w)
+                both = Signal(signed(8 + 8 + low + 1), name=f"wpacked_product{q}_{i}",
+                              reset_less=True)
+                m.d.sync += both.eq(operand * x_m[i])
+                high, low_part = (Signal(signed(16), name=f"product{suffix[0, j]}{i}",
+                                         reset_less=True) for j in (2 * q, 2 * q + 1))
+                # the low product's sign borrowed one from the high one: give it back
+                m.d.sync += [high.eq((both >> low) + both[low - 1]),
+                             low_part.eq(both[:low].as_signed())]
+                products[0, 2 * q].append(high)
+                products[0, 2 * q + 1].append(low_part)
+        if k % 2:  # the odd row alone, its product as late as the split ones
+            w_m = delay(m, w_a, 1, name="w_ad", reset_less=True)
+            for i in range(lanes):
+                single = Signal(signed(16), name=f"single_product{suffix[0, k - 1]}{i}",
+                                reset_less=True)
+                m.d.sync += single.eq(w_m[(k - 1) * lanes + i] * x_m[i])
+                products[0, k - 1].append(delay(m, single, 1,
+                                                name=f"product{suffix[0, k - 1]}{i}_d",
+                                                reset_less=True))
         return products

@@ -18,6 +18,9 @@ from amaranth.lib import data
 from heteroreason.model import checks
 
 __all__ = [
+    "GROUP_BITS",
+    "KEEP",
+    "MAX_FANOUT",
     "REQUANT_LATENCY",
     "StallingPipeline",
     "delay",
@@ -31,6 +34,12 @@ TREE_LEVELS_PER_STAGE = 2
 # and Vivado's equivalent-register removal would otherwise fold the copies back into one
 # register driving every unit: the long route the copy exists to avoid)
 KEEP = {"keep": 1}
+# the fanout bound of issue 42 (Xilinx's failfast flags nets over 10 k loads; this project holds
+# its nets to 2,000): a control net that would drive more is replicated, a register copy a group
+MAX_FANOUT = 2000
+# bits of a wide register a replicated select or enable drives (a LUT or an enable each, with
+# room under MAX_FANOUT for the copy's other loads)
+GROUP_BITS = 1024
 REQUANT_LATENCY = 10  # cycles from the accumulator register to the saturated result register
 
 

@@ -5,10 +5,11 @@ The scratchpad reads synchronously (block RAM): each operator streams its consec
 through a :class:`RowReader`, which reads ahead; its writes are registered once on the way to
 the memory."""
 
-from amaranth.hdl import Cat, Const, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Mux, Shape, Signal, signed
 from amaranth.lib import data, memory
 
 from heteroreason.rtl.compare import equals
+from heteroreason.rtl.decoder.pipeline import GROUP_BITS, KEEP
 
 __all__ = ["READ_LATENCY", "SCRATCH_BUFFERS", "BankedScratchpad", "LockstepReaders", "Port",
            "RowReader", "Scratchpad", "SelectedReader", "buffer_output"]
@@ -155,7 +156,8 @@ class RowReader:
         self.valid = Signal(name=f"{name}_valid")
         self.ready = Signal(name=f"{name}_ready")
         # the rows held, the oldest first (``row``, the stream's payload)
-        regs = [Signal(layout, name=f"{name}_row{k}") for k in range(self.DEPTH)]
+        regs = [Signal(layout, name=f"{name}_row{k}", reset_less=True)  # ``held`` counts them
+                for k in range(self.DEPTH)]
         self.row = regs[0]
         held = Signal(range(self.DEPTH + 1), name=f"{name}_held")
         read = Signal(name=f"{name}_read")  # the read of the last cycle was kept
@@ -250,31 +252,43 @@ def buffer_output(m, buffer, shape, name: str) -> Port:
     cycle. Its output lands in a register of its own (loaded every cycle, nothing before it),
     then in one of three entries taken in turn. The buffer is read while the entries have room
     for every beat in flight (a registered condition, so the consumer's ready reaches no read
-    enable). Full throughput: a beat read, one landing and one held as another is taken."""
+    enable). Full throughput: a beat read, one landing and one held as another is taken.
+
+    The entries' selects are replicated: every :data:`GROUP_BITS` bits of the beat have their
+    own copies of the landed flag and the two entry pointers (kept apart in synthesis), so no
+    select drives more than a group's multiplexers and enables (:data:`MAX_FANOUT`)."""
+    width = Shape.cast(shape).width
+    groups = -(-width // GROUP_BITS)
     landed = Signal(shape, name=f"{name}_landed", reset_less=True)
-    landed_valid = Signal(name=f"{name}_landed_valid")
     entries = [Signal(shape, name=f"{name}_{k}", reset_less=True) for k in range(3)]
     valid = Signal(name=f"{name}_valid")
     payload = Signal(shape, name=f"{name}_data")
     held = Signal(range(4), name=f"{name}_held")
     room = Signal(name=f"{name}_room", init=1)  # held + landed < 3, registered
-    front = Signal(range(3), name=f"{name}_front")  # the entry the consumer sees
-    back = Signal(range(3), name=f"{name}_back")  # the entry the landed beat goes to
+    landed_valid = Signal(name=f"{name}_landed_valid")
     port = Port(valid, Signal(name=f"{name}_ready"), payload)
     arrive, take, after = Signal(), Signal(), Signal(range(4))
     m.d.comb += [buffer.r_en.eq(room), arrive.eq(buffer.r_rdy & room),
                  take.eq(valid & port.ready), after.eq(held + landed_valid - take)]
-    with m.Switch(front):
-        for k, entry in enumerate(entries):
-            with m.Case(k):
-                m.d.comb += payload.eq(entry)
     m.d.sync += [landed.eq(buffer.r_data), landed_valid.eq(arrive), held.eq(after),
                  valid.eq(after != 0), room.eq(after + arrive < 3)]
-    for k, entry in enumerate(entries):
-        with m.If(landed_valid & (back == k)):
-            m.d.sync += entry.eq(landed)
-    with m.If(landed_valid):
-        m.d.sync += back.eq(Mux(back == 2, 0, back + 1))
-    with m.If(take):
-        m.d.sync += front.eq(Mux(front == 2, 0, front + 1))
+    for g in range(groups):
+        bits = slice(g * GROUP_BITS, min(width, (g + 1) * GROUP_BITS))
+        suffix = f"_g{g}" if groups > 1 else ""
+        # the group's copies: the landed flag, the entry it goes to, the entry the consumer sees
+        lands = Signal(name=f"{name}_lands{suffix}", attrs=KEEP)
+        front = Signal(range(3), name=f"{name}_front{suffix}", attrs=KEEP)
+        back = Signal(range(3), name=f"{name}_back{suffix}", attrs=KEEP)
+        m.d.sync += lands.eq(arrive)
+        with m.Switch(front):
+            for k, entry in enumerate(entries):
+                with m.Case(k):
+                    m.d.comb += payload.as_value()[bits].eq(entry.as_value()[bits])
+        for k, entry in enumerate(entries):
+            with m.If(lands & (back == k)):
+                m.d.sync += entry.as_value()[bits].eq(landed.as_value()[bits])
+        with m.If(lands):
+            m.d.sync += back.eq(Mux(back == 2, 0, back + 1))
+        with m.If(take):
+            m.d.sync += front.eq(Mux(front == 2, 0, front + 1))
     return port

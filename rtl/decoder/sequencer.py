@@ -102,7 +102,8 @@ class Sequencer(SequencerStreams, SequencerCases):
         # the job whose command and queries are sent; the unit holds two jobs at once)
         self.drain_head = Signal(range(max(c.heads, 1) + 1), name="drain_head")
         # a product's vector beat (``lanes``), or the embedding's weight beat (a whole one)
-        self.beat = Signal(data.ArrayLayout(signed(8), p.beat_bytes))
+        # (data: no reset; a lane past a vector's end meets zero weights, whatever it holds)
+        self.beat = Signal(data.ArrayLayout(signed(8), p.beat_bytes), reset_less=True)
         self.row = Signal(data.ArrayLayout(signed(8), c.head_dim))
         self.krow = Signal(data.ArrayLayout(signed(8), c.head_dim))
         # a gather's rows go to ``krow`` (a head's K rows for its KV write) or ``row``:

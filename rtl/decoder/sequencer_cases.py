@@ -18,12 +18,14 @@ class SequencerCases:
     state: the sequencer's constructor)."""
 
     def _embed_pipeline(self) -> None:
-        """The embedding's requantizer: an element picked from the row's beat is requantized
-        in :data:`EMBED_LATENCY` cycles (it never stalls) and stored where its index says."""
+        """The embedding's requantizer: an element picked from the row's beat (its lowest byte:
+        the beat shifts down a byte as each is picked, :meth:`embed`; no multiplexer over the
+        beat's bytes) is requantized in :data:`EMBED_LATENCY` cycles (it never stalls) and
+        stored where its index says."""
         m, c = self.m, self.c
         self.embed_pick = Signal(name="embed_pick")  # an element enters this cycle
         element = Signal(signed(8), name="embed_element", reset_less=True)
-        m.d.sync += element.eq(self.beat.as_value().word_select(self.lane, 8).as_signed())
+        m.d.sync += element.eq(self.beat.as_value()[:8].as_signed())
         self.embed_value = requantize_pipelined(m, element, self.p_mult, self.p_shift,
                                                 Const(1, 2), name="embed")
         self.embed_stored = delay(m, self.embed_pick, EMBED_LATENCY, name="embed_valid")
@@ -41,9 +43,10 @@ class SequencerCases:
         with m.If(equals(phase, 1)):
             with m.If(~have & w.valid):  # ``embed_row``: the beat taken (:meth:`feeds`)
                 m.d.sync += [have.eq(1), lane.eq(0)]
-            with m.Elif(have):  # an element a cycle into the requantizer
+            with m.Elif(have):  # an element a cycle into the requantizer, the next one down
                 m.d.comb += self.embed_pick.eq(1)
-                m.d.sync += [i.eq(i + 1), lane.eq(lane + 1)]
+                m.d.sync += [i.eq(i + 1), lane.eq(lane + 1),
+                             self.beat.as_value().eq(self.beat.as_value() >> 8)]
                 with m.If(equals(lane, self.p.beat_bytes - 1)):
                     m.d.sync += have.eq(0)
                 with m.If(equals(i, self.c.hidden - 1)):

@@ -32,14 +32,18 @@ from pathlib import Path
 
 from heteroreason.sim.flow.synth import SynthesizedResources, read_stat_json, summarize_cells
 
-__all__ = ["FIT_TIMEOUT_S", "GLUE", "PORTS", "HierarchySynthesis", "Link", "NetLoad",
-           "PortRegistration", "read_hierarchy", "synthesize_hierarchy"]
+__all__ = ["FIT_TIMEOUT_S", "GLUE", "PORTS", "SPLIT_UNITS", "HierarchySynthesis", "Link",
+           "NetLoad", "PortRegistration", "read_hierarchy", "synthesize_hierarchy"]
 
 # a full-width core takes Yosys over two hours of one core when another synthesis shares the
 # machine's two (the U280 design, 2026-12-06); a limit only for a run that never ends
 FIT_TIMEOUT_S = 6 * 3600
 GLUE = "glue"    # the top's own cells
 PORTS = "ports"  # the top's ports (the memory, the host)
+# children of a unit that are units of their own (a floorplan may place them in another SLR):
+# the attention's datapath after the division (``att.pv``: the probabilities, the value
+# products, the accumulators and the output requantizers)
+SPLIT_UNITS = {"att": ("pv",)}
 _FF = ("FDRE", "FDSE", "FDCE", "FDPE")
 _BIT = re.compile(r"^(.*)\[(\d+)\]$")
 
@@ -136,7 +140,14 @@ def _unit_resources(modules: Mapping[str, Mapping[str, int]], top: str
     units = {GLUE: summarize_cells(own)}
     for child in modules[top]:
         if child in modules:
-            units[child.removeprefix(top + ".")] = summarize_cells(flat(child))
+            name = child.removeprefix(top + ".")
+            cells = flat(child)
+            for part in SPLIT_UNITS.get(name, ()):
+                if f"{child}.{part}" in modules[child]:
+                    inner = flat(f"{child}.{part}")
+                    units[f"{name}.{part}"] = summarize_cells(inner)
+                    cells = {c: n - inner.get(c, 0) for c, n in cells.items()}
+            units[name] = summarize_cells(cells)
     return units, summarize_cells(flat(top))
 
 
@@ -278,29 +289,64 @@ def read_hierarchy(stat_file: Path, blif: Path, top: str, *, keep: int = 20
     nets = set(top_module.drivers) | set(top_module.loads)
     top_ports = {top_module.find(p) for p in top_module.inputs | top_module.outputs}
 
-    def end(kind: str) -> str:
+    # a split unit's pins are its own cells' and its parts' (each part a unit): a top net on
+    # its port is followed inside, and its nets between its own cells and a part are links
+    split = {prefix + u: {f"{prefix}{u}.{part}": f"{u}.{part}" for part in parts
+                          if f"{prefix}{u}.{part}" in modules}
+             for u, parts in SPLIT_UNITS.items() if prefix + u in modules}
+
+    def end(kind: str, within: str | None = None) -> str:
+        if within is not None:
+            return split[within].get(kind, within.removeprefix(prefix))
         return kind.removeprefix(prefix) if kind in modules else GLUE
 
-    for net in nets:
-        drivers, loads = top_module.drivers.get(net, []), top_module.loads.get(net, [])
-        if any(k.startswith("BUFG") for k, _ in drivers + loads):
-            continue  # the clock, into or out of its global buffer: no SLL carries it
-        ends = {end(k) for k, _ in drivers + loads}
-        if net in top_ports:
+    def followed(pins, table: str):
+        """``(end, kind, pin)`` of a top net's drivers (``table`` "drivers") or loads: a split
+        unit's port followed inside to its own cells' and its parts' pins."""
+        out = []
+        for kind, pin in pins:
+            if kind in split:
+                child = modules[kind]
+                inner = getattr(child, table).get(child.find(pin), [])
+                out += [(end(k, kind), k, p) for k, p in inner]
+            else:
+                out.append((end(kind), kind, pin))
+        return out
+
+    def add(drivers, loads, port: bool) -> None:
+        if any(k.startswith("BUFG") for _, k, _ in drivers + loads):
+            return  # the clock, into or out of its global buffer: no SLL carries it
+        ends = {e for e, _, _ in drivers + loads}
+        if port:
             ends.add(PORTS)
         if len(ends) < 2:
-            continue
+            return
         # the driving side: a top input is the memory's or the host's (registered outside)
-        driver = end(drivers[0][0]) if drivers else PORTS
-        driver_registered = not drivers or all(from_flip_flop(k, p) for k, p in drivers)
-        unregistered = frozenset(end(k) for k, p in loads if not only_flip_flops(k, p))
+        driver = drivers[0][0] if drivers else PORTS
+        driver_registered = not drivers or all(from_flip_flop(k, p) for _, k, p in drivers)
+        unregistered = frozenset(e for e, k, p in loads if not only_flip_flops(k, p))
         links[Link(frozenset(ends), driver, driver_registered, unregistered)] += 1
+
+    for net in nets:
+        add(followed(top_module.drivers.get(net, []), "drivers"),
+            followed(top_module.loads.get(net, []), "loads"), net in top_ports)
+    for kind in split:  # a split unit's own nets between its cells and its parts
+        child = modules[kind]
+        own_ports = {child.find(p) for p in child.inputs | child.outputs}
+        for net in set(child.drivers) | set(child.loads):
+            if net in own_ports:
+                continue  # followed from the top
+            drivers = [(end(k, kind), k, p) for k, p in child.drivers.get(net, [])]
+            loads = [(end(k, kind), k, p) for k, p in child.loads.get(net, [])]
+            add(drivers, loads, False)
 
     registration = {}
     for unit in units:
         if unit == GLUE:
             continue
         kind = prefix + unit
+        if kind not in ports:
+            continue
         ins, outs, _ = ports[kind]
         ins = {p for p in ins if p not in ("clk", "rst")}
         registration[unit] = PortRegistration(

@@ -293,7 +293,8 @@ class CoreTiming:
         first = self.memory_latency_cycles + r + BUFFER_OUTPUT_LATENCY + o.first_beat
         # the matrix-vector unit's pipeline: its last result leaves this long after the last
         # beat (the operator waits for it), one cycle of which the beat count already holds
-        drain = result_latency(p.lanes, vectors=p.ingest_batch) - 1
+        drain = result_latency(p.lanes, vectors=p.ingest_batch,
+                               rows_per_beat=p.rows_per_beat) - 1
         t = float(TOKEN_START_LATENCY)  # the first operator starts a cycle after the token
         delivered = consumed = 0.0  # stream beats
         debt = 0.0  # stream beats of the ports' time the other streams take first

@@ -38,6 +38,7 @@ from heteroreason.model.timing.fpga.resources import (
     batched_ingest_resources,
     estimate_resources,
 )
+from heteroreason.model.timing.fpga.unit_resources import place_binding_units
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.limits import MULTIPLE_LIMIT
 
@@ -215,6 +216,10 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads,
                 continue
             resources = batched_ingest_resources(config, params, ingest_batch)
             if not resources.fits(board.resources):
+                continue
+            # the units that bind the SLRs, placed whole (the MVU and its buffer beside the HBM)
+            plan = place_binding_units(config, params, board.name, ingest_batch)
+            if plan is not None and not plan.fits:
                 continue
             params = replace(params, ingest_batch=ingest_batch)
             try:

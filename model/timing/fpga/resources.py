@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
+from heteroreason.model.timing.fpga.unit_resources import core_dsp
 from heteroreason.rtl.decoder.params import DecoderParams
 
 __all__ = ["Resources", "batched_ingest_resources", "estimate_resources"]
@@ -42,9 +43,9 @@ def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
         8 * (params.param_width - 1) + 5 * (k - 1)
     # coefficients from two syntheses (Yosys synth_xilinx, UltraScale+): the test-small engine
     # (16 MACs, 4 heads of 16: LUT 20,179, DSP 199, BRAM18K 78) and the 896-lane MVU alone
-    # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). Yosys
-    # maps each int8 product to a DSP slice.
-    dsp = multipliers + 55
+    # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). The DSP
+    # slices are counted unit by unit from the RTL's structure (unit_resources.core_dsp)
+    dsp = core_dsp(config, params)
     buffer_bits = params.weight_buffer * macs * 8
     score_bits = config.max_context * hp * 32
     bram18k = math.ceil(buffer_bits / 18432) + math.ceil(score_bits / 18432) + 5
@@ -59,7 +60,7 @@ def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
                              batch: int) -> Resources:
     """:func:`estimate_resources` of ``params`` built with ``ingest_batch=batch``: per extra
     vector pair of the matrix-vector unit, a DSP slice per MAC lane (two vectors share one:
-    :data:`~heteroreason.rtl.decoder.mvu.PACKED_LOW_BITS`); per extra vector and row, a
+    :func:`~.unit_resources.core_dsp`); per extra vector and row, a
     requantizer of 6 slices; per extra vector and MAC lane, the 86 LUTs a lane of
     :func:`estimate_resources` (its adder tree); per extra token, a scratchpad bank in block
     RAM (18-Kbit blocks 36 bits wide and 512 deep), and one copy of a norm's gains.
@@ -68,8 +69,8 @@ def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
     and extra vector, so the 86 is about twice what the narrow unit measures."""
     checks.integer("batch", batch, low=1)
     base = estimate_resources(config, params)
-    macs, k = params.beat_bytes, params.rows_per_beat
-    dsp = macs * (math.ceil(batch / 2) - 1) + 6 * k * (batch - 1)
+    macs = params.beat_bytes
+    dsp = core_dsp(config, params, batch) - core_dsp(config, params)
     lut = 86 * macs * (batch - 1)
     c, v = config, params.vector_width
     rows = (2 * c.hidden + 2 * c.q_dim + 2 * c.kv_dim + 2 * c.ffn) // v  # scratchpad rows

@@ -404,13 +404,13 @@ def test_batched_jobs_match_the_reference(lanes, k, vectors, seed):
 @pytest.mark.parametrize("lanes, k, vectors", [(8, 1, 2), (8, 2, 3), (64, 1, 4)])
 def test_batched_latency_and_throughput_are_the_documented_ones(lanes, k, vectors):
     """With several vectors a beat, one-beat row groups still go back to back, one a cycle, and
-    each group's results leave ``result_latency`` cycles (two more than with one vector) after
-    its beat."""
+    each group's results leave ``result_latency`` cycles (two more than unpacked: a row a beat,
+    one vector) after its beat."""
     groups = 24 // k
     dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=groups, rows_per_beat=k,
                      vectors=vectors)
-    assert dut.result_latency == MatVecUnit(lanes=lanes, max_beats=2, max_rows=groups,
-                                            rows_per_beat=k).result_latency + 2
+    assert dut.result_latency == MatVecUnit(lanes=lanes, max_beats=2,
+                                            max_rows=groups).result_latency + 2
     rng = np.random.default_rng(lanes + vectors)
     w = rng.integers(-127, 128, (groups * k, lanes))
     xs = rng.integers(-128, 128, (vectors, lanes))
@@ -452,3 +452,23 @@ def test_the_packed_product_splits_exactly_over_every_int8_pair():
                 low_part -= (1 << low) if low_part >> (low - 1) else 0
                 high = (both >> low) + ((both >> (low - 1)) & 1)
                 assert (high, low_part) == (w * a, w * b), (w, a, b)
+
+
+@pytest.mark.parametrize("lanes, k, seed", [(8, 2, 31), (4, 3, 32), (16, 4, 33)])
+def test_row_packed_products_are_exact_at_the_extremes(lanes, k, seed):
+    """With one vector and ``k`` > 1 rows a beat, two rows' weights share a multiplier and the
+    vector's element (an odd row alone): weights and activations at the corners of int8, one-beat
+    row groups back to back, each group's results ``result_latency`` cycles (two more than a
+    row a beat) after its beat, equal to the reference's."""
+    groups = 24 // k
+    dut = MatVecUnit(lanes=lanes, max_beats=2, max_rows=groups, rows_per_beat=k)
+    assert dut.result_latency == MatVecUnit(lanes=lanes, max_beats=2,
+                                            max_rows=groups).result_latency + 2
+    rng = np.random.default_rng(seed)
+    w = batched_values(rng, (groups * k, lanes), extremes=True)
+    x = batched_values(rng, lanes, extremes=True)
+    bias = rng.integers(-2**20, 2**20, groups * k)
+    mult, shift = quant_multiplier(np.exp(rng.uniform(np.log(1e-6), np.log(1e-2), groups * k)))
+    reference = requant(w @ x + bias, (mult, shift), 16)
+    expected = [[int(reference[g * k + j]) for j in range(k)] for g in range(groups)]
+    assert assert_back_to_back(dut, w, x, bias, mult, shift, groups) == expected, seed

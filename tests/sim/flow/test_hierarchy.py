@@ -159,3 +159,64 @@ def test_stat_json_of_yosys_0_23_reads_without_its_hierarchy_lines(tmp_path):
     stat = read_stat_json(tmp_path / "s.json")
     assert set(stat) == {"modules", "design"}
     assert stat["modules"]["\\top.u2"]["num_cells_by_type"] == {"FDRE": 2}
+
+
+# a unit with a part of its own (SPLIT_UNITS): att's flip-flop takes the glue's r, its LUT
+# feeds its part pv (a DSP, then a flip-flop), which drives the top's output y
+SPLIT_NETLIST = """
+.model top
+.inputs clk a
+.outputs y
+.subckt BUFG I=clk O=gclk
+.subckt FDRE C=gclk CE=$true R=$false D=a Q=r
+.subckt top.att clk=gclk x=r y=y
+.end
+.model top.att
+.inputs clk x
+.outputs y
+.subckt FDRE C=clk CE=$true R=$false D=x Q=s
+.subckt LUT1 I0=s O=t
+.subckt top.att.pv clk=clk i=t o=y
+.end
+.model top.att.pv
+.inputs clk i
+.outputs o
+.subckt DSP48E2 A=i B=i P=pp
+.subckt FDRE C=clk CE=$true R=$false D=pp Q=o
+.end
+""" + PRIMITIVES
+
+SPLIT_STAT = """{
+   "modules": {
+      "\\\\top": {"num_cells_by_type": {"BUFG": 1, "FDRE": 1, "top.att": 1}},
+      "\\\\top.att": {"num_cells_by_type": {"FDRE": 1, "LUT1": 1, "top.att.pv": 1}},
+      "\\\\top.att.pv": {"num_cells_by_type": {"DSP48E2": 1, "FDRE": 1}}
+   },
+   "design": {}
+}
+"""
+
+
+def test_a_split_units_part_is_a_unit_with_its_own_links(tmp_path):
+    """``att.pv`` is a unit of its own: its cells leave ``att``'s, a top net on ``att``'s port
+    is followed to the part that drives it, and ``att``'s own nets into the part are links."""
+    (tmp_path / "top.blif").write_text(SPLIT_NETLIST)
+    (tmp_path / "top.stat.json").write_text(SPLIT_STAT)
+    h = read_hierarchy(tmp_path / "top.stat.json", tmp_path / "top.blif", "top")
+    assert set(h.units) == {GLUE, "att", "att.pv"}
+    att, pv = h.units["att"], h.units["att.pv"]
+    assert (att.lut, att.ff, att.dsp) == (1, 1, 0)
+    assert (pv.lut, pv.ff, pv.dsp) == (0, 1, 1)
+    assert (h.total.lut, h.total.ff, h.total.dsp) == (1, 3, 1)
+    f = frozenset
+    assert h.links == {
+        Link(f({GLUE, PORTS}), PORTS, True, f()): 1,          # a into the glue's flip-flop
+        Link(f({GLUE, "att"}), GLUE, True, f()): 1,           # r into att's flip-flop
+        Link(f({"att.pv", PORTS}), "att.pv", True, f()): 1,   # y from pv's flip-flop
+        Link(f({"att", "att.pv"}), "att", False, f({"att.pv"})): 1,  # t: a LUT into a DSP
+    }
+    reg = h.registration
+    assert (reg["att"].inputs, reg["att"].registered_inputs, reg["att"].outputs,
+            reg["att"].registered_outputs) == (1, 1, 1, 1)
+    assert (reg["att.pv"].inputs, reg["att.pv"].registered_inputs, reg["att.pv"].outputs,
+            reg["att.pv"].registered_outputs) == (1, 0, 1, 1)
