@@ -34,12 +34,10 @@ class AttentionPhases:
     ``b`` the second stage's)."""
 
     def _score(self, m, j) -> None:
-        """A score per key row and head (each head's maximum kept): the products registered as
-        a DSP's M and P, then the registered adder tree (:func:`score_latency`). With several
-        rows a cycle, a row past the job's length scores below every real one, and each
-        head's largest of the cycle's rows is found by a tree of comparisons, a register a
-        level, before it meets the running maximum. The last score written, the job waits
-        (``_HELD``) for the second stage."""
+        """A score per key row and head, each head's maximum kept (:func:`score_latency`); with
+        several rows a cycle, a row past the length scores below every real one and a tree of
+        comparisons, a register a level, finds the cycle's largest. The last score written,
+        the job waits (``_HELD``) for the second stage."""
         hd, nh, nr = self._head_dim, self._heads, self._kv_rows
         keys, valid, last = self._rows(m, j, _SCORE, "k")
         at_tree = 3 + _score_packing_latency(nr) + tree_latency(hd)  # row taken -> tree's sums
@@ -79,13 +77,10 @@ class AttentionPhases:
                 m.d.sync += _goto(j, _SCORE, _HELD)
 
     def _score_products(self, m, j, keys) -> list:
-        """Each row's and head's ``head_dim`` products of the query with the key row, each
-        multiplier's operands in its own registers (its A and B, placed beside it: the query
-        is fixed during the pass, the key operand copied for each head), the products
-        registered as a DSP's M and P. With several rows a cycle, two rows share a multiplier
-        and the query's element (rows ``2p`` and ``2p + 1`` packed as ``k[2p] * 2**18 +
-        k[2p + 1]`` in a register before the copies, the product split in one after: two
-        cycles more, :func:`score_latency`)."""
+        """Each row's and head's query-key products, each multiplier's operands in its own A and B
+        registers (the key copied for each head), the products in M and P; with several rows,
+        rows 2p and 2p + 1 share one (``k[2p] * 2**18 + k[2p + 1]`` packed before the copies,
+        split after: two cycles more, :func:`score_latency`)."""
         hd, nh, nr, low = self._head_dim, self._heads, self._kv_rows, PACKED_LOW_BITS
         products = [[None] * nh for _ in range(nr)]
         if nr == 1:
@@ -151,10 +146,8 @@ class AttentionPhases:
         """Each score's exponential from the table, summed per head: the score read, less the
         maximum, requantized (:func:`requantize_pipelined`, saturated to 16 bits: any index
         beyond 255 reads entry 255 alike), negated, clamped to the table's index, the table
-        read, registered (:data:`EXP_LATENCY`). With several rows a cycle, the rows past the
-        job's length are left out of the sum, and each head's exponentials of a cycle are
-        summed by a registered adder tree before they join its total
-        (:func:`exp_latency`)."""
+        read, registered (:data:`EXP_LATENCY`). With several rows a cycle, rows past the length
+        are left out and a registered adder tree sums a head's (:func:`exp_latency`)."""
         nr = self._kv_rows
         issue = j.state[_EXP] & j.issuing
         self._issue(m, j, issue)
@@ -203,8 +196,7 @@ class AttentionPhases:
     def _divide(self, m, j) -> None:
         """``2**46 // total`` per head, a quotient bit a cycle from bit 46 down (the dividend's
         one set bit enters on the first step, a registered flag). The trial subtraction runs
-        whatever the state (from registers alone: no state decode before its carry chain); the
-        state enables the registers it updates."""
+        whatever the state (no state decode before its carry chain)."""
         steps = []
         for h in range(self._heads):
             shifted = Signal(unsigned(_SUM_BITS + 1), name=f"shifted{h}")
@@ -227,12 +219,8 @@ class AttentionPhases:
         ``heads * head_dim`` registered MACs a row (:data:`ACCUMULATE_LATENCY`). With several
         rows a cycle, a row past the job's length enters as zeros, and each accumulator takes
         the sum of the cycle's products from a registered adder tree
-        (:func:`accumulate_latency`).
-
-        The datapath (the probabilities, the products, their trees and the accumulators) is
-        ``mv``, the unit's ``pv`` module (a unit of its own in a synthesis with the
-        hierarchy kept, which a floorplan may place in another SLR than the scores); the rows'
-        flags and the pass's control stay in ``m``."""
+        (:func:`accumulate_latency`). The datapath is ``mv`` (the ``pv`` module: a unit a
+        floorplan may place apart from the scores); the flags and the control stay in ``m``."""
         hd, nr = self._head_dim, self._kv_rows
         values, valid, last = self._rows(m, j, _ACCUMULATE, "v")
         valid = j.state[_ACCUMULATE] & delay(m, valid, accumulate_latency(nr) - 2,
@@ -285,10 +273,8 @@ class AttentionPhases:
                 m.d.sync += [*_goto(j, _ACCUMULATE, _EMIT), j.beat.eq(0), j.issuing.eq(1)]
 
     def _emit_select(self, mv, j, step) -> Value:
-        """The accumulators' beat ``j.beat`` (``32 * width`` bits), each :data:`_SELECT_BITS`
-        bits of it chosen by a copy of the beat counter of its own (kept apart in synthesis:
-        one counter would drive every multiplexer), cleared while the sums accumulate and
-        stepped (``step``) with ``j.beat``."""
+        """The accumulators' beat ``j.beat``, each :data:`_SELECT_BITS` bits chosen by a copy of
+        the beat counter of its own (kept apart in synthesis), stepped with it (``step``)."""
         chunk_bits = 32 * self._width
         beats = self._heads * self._head_dim // self._width
         words = j.acc.as_value()
@@ -308,10 +294,8 @@ class AttentionPhases:
         return out
 
     def _emit(self, m, mv, j) -> None:
-        """The requantized outputs, ``width`` a beat, through a pipeline that stalls with
-        ``out`` (:data:`EMIT_LATENCY`; ``issued`` counts the beats in): the pipeline, the
-        beat's selection and the requantizers in ``mv`` with the accumulators they read, the
-        beat count and the state in ``m``."""
+        """The requantized outputs, ``width`` a beat, through a pipeline that stalls with ``out``
+        (:data:`EMIT_LATENCY`): the datapath in ``mv``, the beat count and the state in ``m``."""
         width = self._width
         beats = self._heads * self._head_dim // width
         pipe = StallingPipeline(mv, EMIT_LATENCY, ready=self.out.ready, name="emit")
@@ -351,16 +335,13 @@ def max_levels(kv_rows: int) -> int:
 
 
 def _score_packing_latency(kv_rows: int) -> int:
-    """Registers the score's packed multipliers add (two rows a multiplier with several rows a
-    cycle): the packed key's and the split products'."""
+    """Registers the scores' packed pairs of rows add: the packed key's and the split ones'."""
     return 2 if kv_rows > 1 else 0
 
 
 def score_latency(head_dim: int, kv_rows: int = 1) -> int:
-    """Cycles from a key row taken to its scores written: the row registered twice and once
-    more beside each head's multipliers, the products' M and P, the adder tree's stages and
-    the sum's register beside the maximum; with several rows a cycle, the packed key's and
-    the split products' registers and a level of comparisons a register
+    """Cycles from a key row taken to its scores written: the row's three registers, M and P,
+    the tree and the sum's register; with several rows, the packing's two and the comparisons'
     (:func:`max_levels`)."""
     return 6 + _score_packing_latency(kv_rows) + tree_latency(head_dim) + max_levels(kv_rows)
 

@@ -101,8 +101,7 @@ class Sequencer(SequencerStreams, SequencerCases):
         # the first query head of the attention job whose outputs are drained (``head``: of
         # the job whose command and queries are sent; the unit holds two jobs at once)
         self.drain_head = Signal(range(max(c.heads, 1) + 1), name="drain_head")
-        # a product's vector beat (``lanes``), or the embedding's weight beat (a whole one)
-        # (data: no reset; a lane past a vector's end meets zero weights, whatever it holds)
+        # a product's vector beat (``lanes``) or the embedding's weight beat (whole); no reset
         self.beat = Signal(data.ArrayLayout(signed(8), p.beat_bytes), reset_less=True)
         self.row = Signal(data.ArrayLayout(signed(8), c.head_dim))
         self.krow = Signal(data.ArrayLayout(signed(8), c.head_dim))

@@ -238,51 +238,26 @@ def _modules(blif: Path, ports) -> dict[str, _Module]:
     return modules
 
 
-def read_hierarchy(stat_file: Path, blif: Path, top: str, *, keep: int = 20
-                   ) -> HierarchySynthesis:
-    """:class:`HierarchySynthesis` of a synthesized ``top`` from its ``stat -json`` and its
-    ``write_blif -blackbox -conn`` output."""
-    units, total = _unit_resources(_stat_modules(stat_file), top)
-    ports = _ports(blif)
-    modules = _modules(blif, ports)
-    fanout: dict[tuple[str, str], int] = {}
+def _only_flip_flops(modules, kind: str, pin: str) -> bool:
+    """Whether every load behind ``kind``'s input ``pin`` is a flip-flop's D input."""
+    if kind not in modules:
+        return kind in _FF and pin == "D"
+    child = modules[kind]
+    loads = child.loads.get(child.find(pin), [])
+    return bool(loads) and all(_only_flip_flops(modules, k, p) for k, p in loads)
 
-    def pin_loads(kind: str, pin: str) -> int:
-        """Loads behind a child's input pin, flattened (a primitive's pin is one)."""
-        if kind not in modules:
-            return 1
-        key = (kind, pin)
-        if key not in fanout:
-            child = modules[kind]
-            fanout[key] = sum(pin_loads(k, p) for k, p in child.loads.get(child.find(pin), []))
-        return fanout[key]
 
-    def only_flip_flops(kind: str, pin: str) -> bool:
-        if kind not in modules:
-            return kind in _FF and pin == "D"
-        child = modules[kind]
-        loads = child.loads.get(child.find(pin), [])
-        return bool(loads) and all(only_flip_flops(k, p) for k, p in loads)
+def _from_flip_flop(modules, kind: str, pin: str) -> bool:
+    """Whether ``kind``'s output ``pin`` comes straight from one flip-flop's Q output."""
+    if kind not in modules:
+        return kind in _FF and pin == "Q"
+    child = modules[kind]
+    drivers = child.drivers.get(child.find(pin), [])
+    return len(drivers) == 1 and _from_flip_flop(modules, *drivers[0])
 
-    def from_flip_flop(kind: str, pin: str) -> bool:
-        if kind not in modules:
-            return kind in _FF and pin == "Q"
-        child = modules[kind]
-        drivers = child.drivers.get(child.find(pin), [])
-        return len(drivers) == 1 and from_flip_flop(*drivers[0])
 
-    largest: list[NetLoad] = []
-    for name, module in modules.items():
-        clocks = {module.find(p) for p in module.inputs if p == "clk"}
-        for net, pins in module.loads.items():
-            if net in clocks or any(k.startswith("BUFG") for k, _ in module.drivers.get(net, [])):
-                continue  # a clock: a global buffer's, not a routed net's, fanout
-            n = sum(pin_loads(k, p) for k, p in pins)
-            drivers = module.drivers.get(net, [])
-            largest.append(NetLoad(name, net, n, drivers[0][0] if drivers else "input"))
-        largest.sort(key=lambda x: (-x.loads, x.module, x.net))
-        del largest[keep:]
-
+def _links(modules, top: str) -> dict[Link, int]:
+    """The top's nets between units (:class:`Link`), a split unit's followed inside."""
     prefix = top + "."
     top_module = modules[top]
     links: dict[Link, int] = defaultdict(int)
@@ -323,8 +298,9 @@ def read_hierarchy(stat_file: Path, blif: Path, top: str, *, keep: int = 20
             return
         # the driving side: a top input is the memory's or the host's (registered outside)
         driver = drivers[0][0] if drivers else PORTS
-        driver_registered = not drivers or all(from_flip_flop(k, p) for _, k, p in drivers)
-        unregistered = frozenset(e for e, k, p in loads if not only_flip_flops(k, p))
+        driver_registered = not drivers or all(_from_flip_flop(modules, k, p)
+                                               for _, k, p in drivers)
+        unregistered = frozenset(e for e, k, p in loads if not _only_flip_flops(modules, k, p))
         links[Link(frozenset(ends), driver, driver_registered, unregistered)] += 1
 
     for net in nets:
@@ -340,6 +316,49 @@ def read_hierarchy(stat_file: Path, blif: Path, top: str, *, keep: int = 20
             loads = [(end(k, kind), k, p) for k, p in child.loads.get(net, [])]
             add(drivers, loads, False)
 
+    return dict(links)
+
+
+def read_hierarchy(stat_file: Path, blif: Path, top: str, *, keep: int = 20
+                   ) -> HierarchySynthesis:
+    """:class:`HierarchySynthesis` of a synthesized ``top`` from its ``stat -json`` and its
+    ``write_blif -blackbox -conn`` output."""
+    units, total = _unit_resources(_stat_modules(stat_file), top)
+    ports = _ports(blif)
+    modules = _modules(blif, ports)
+    fanout: dict[tuple[str, str], int] = {}
+
+    def pin_loads(kind: str, pin: str) -> int:
+        """Loads behind a child's input pin, flattened (a primitive's pin is one)."""
+        if kind not in modules:
+            return 1
+        key = (kind, pin)
+        if key not in fanout:
+            child = modules[kind]
+            fanout[key] = sum(pin_loads(k, p) for k, p in child.loads.get(child.find(pin), []))
+        return fanout[key]
+
+    def only_flip_flops(kind: str, pin: str) -> bool:
+        return _only_flip_flops(modules, kind, pin)
+
+    def from_flip_flop(kind: str, pin: str) -> bool:
+        return _from_flip_flop(modules, kind, pin)
+
+    largest: list[NetLoad] = []
+    for name, module in modules.items():
+        clocks = {module.find(p) for p in module.inputs if p == "clk"}
+        for net, pins in module.loads.items():
+            if net in clocks or any(k.startswith("BUFG") for k, _ in module.drivers.get(net, [])):
+                continue  # a clock: a global buffer's, not a routed net's, fanout
+            n = sum(pin_loads(k, p) for k, p in pins)
+            drivers = module.drivers.get(net, [])
+            largest.append(NetLoad(name, net, n, drivers[0][0] if drivers else "input"))
+        largest.sort(key=lambda x: (-x.loads, x.module, x.net))
+        del largest[keep:]
+
+    prefix = top + "."
+    links = _links(modules, top)
+
     registration = {}
     for unit in units:
         if unit == GLUE:
@@ -352,4 +371,4 @@ def read_hierarchy(stat_file: Path, blif: Path, top: str, *, keep: int = 20
         registration[unit] = PortRegistration(
             len(ins), sum(only_flip_flops(kind, p) for p in ins),
             len(outs), sum(from_flip_flop(kind, p) for p in outs))
-    return HierarchySynthesis(top, units, total, dict(links), tuple(largest), registration)
+    return HierarchySynthesis(top, units, total, links, tuple(largest), registration)

@@ -34,9 +34,10 @@ _SMALL = [
 TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
     # every top at a size the ECP5-85k holds
     "small": _SMALL,
-    # the decoder's units at the widths of the design chosen for the U280 (896 MACs, vector
-    # width 32; the attention's on-chip cache shrunk to one layer of 64 rows, which changes no
-    # datapath) and the control front end: logic depth only, the evidence the projection cites
+    # the decoder's units at the widths of the designs chosen for the U280 (896 lanes a row, and
+    # the 300 MHz design's 448 lanes x 4 rows; vector width 32; the attention's on-chip cache
+    # shrunk to one layer of 64 rows, which changes no datapath) and the control front end:
+    # logic depth only, the evidence the projection cites
     "u280": [
         ("mvu", {"lanes": 896, "max_beats": 6, "max_rows": 151936}),
         # and the U280 design's four rows a beat of 448 (1,792 MACs)

@@ -4,11 +4,10 @@ one-call answer: draft milliseconds per token for a model, a board and a context
 The design for a board is the :class:`~heteroreason.rtl.decoder.params.DecoderParams` that decodes
 fastest (by the calibrated timing model, its weight stream at the rate the board's memory plan
 sustains: :mod:`~heteroreason.model.timing.fpga.hbm`) among those whose streams the board's HBM
-ports can carry and whose estimated resources fit the board. Resources are
-estimated from the parameters (:func:`estimate_resources`: a DSP slice per MAC lane and
-attention multiplier, buffers and the score memory in block RAM, logic per multiplier, with
-coefficients from the synthesized test-small engine); a synthesis of a given design is
-``heteroreason export --synth``.
+ports can carry, whose estimated resources fit the device (:func:`estimate_resources`: DSP slices
+and memories counted from the units' structure, logic per multiplier from syntheses) and whose
+binding units keep within each SLR's guidelines (:mod:`.unit_resources`); ``heteroreason fit``
+measures a chosen design from synthesis.
 """
 
 from __future__ import annotations
@@ -98,8 +97,7 @@ ENGINE_CONTEXTS = 16
 # 960 UltraRAMs (data/slr.json has them per SLR, as the shell leaves them); the XCV80's as
 # claims (AMD's V80 data sheet, DS1013, not read here): 2,574,208 LUTs, two flip-flops a LUT,
 # 10,848 DSP engines and 3,741 36-Kb block RAMs as this project has carried them, and 1,925
-# UltraRAMs as issue 41 gives them (it had 1,301, unsourced). The design search counts no
-# UltraRAM yet (``estimate_resources``), so the figure moves no result.
+# UltraRAMs as issue 41 gives them (it had 1,301, unsourced).
 _U280 = Resources(lut=1_303_680, ff=2_607_360, dsp=9_024, bram18k=4_032, uram=960)
 _V80 = Resources(lut=2_574_208, ff=5_148_416, dsp=10_848, bram18k=7_482, uram=1_925)
 BOARDS: dict[str, FpgaBoard] = {b.name: b for b in (
@@ -197,6 +195,7 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads,
                      ingest_batch: int = 1) -> DecoderParams:
     group = config.heads // config.kv_heads
     fitting = []
+    refused = None  # the design refused per SLR with the fewest excesses, and they
     widths = [v for v in (1, 2, 4, 8, 16, 32)
               if config.ffn % v == 0 and (config.head_dim // 2) % v == 0]
     for lanes, k in itertools.product(_divisors(config.hidden), ROWS_PER_BEAT):
@@ -217,9 +216,10 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads,
             resources = batched_ingest_resources(config, params, ingest_batch)
             if not resources.fits(board.resources):
                 continue
-            # the units that bind the SLRs, placed whole (the MVU and its buffer beside the HBM)
-            plan = place_binding_units(config, params, board.name, ingest_batch)
+            plan = place_binding_units(config, params, board.name, ingest_batch)  # per SLR
             if plan is not None and not plan.fits:
+                refused = min(refused or (params, plan.over), (params, plan.over),
+                              key=lambda r: len(r[1]))
                 continue
             params = replace(params, ingest_batch=ingest_batch)
             try:
@@ -233,7 +233,10 @@ def _fastest_fitting(config: Qwen2Config, board: FpgaBoard, overheads,
             fitting.append((bound, resources, params, timing))
     if not fitting:
         built = f" with a batched ingest of {ingest_batch}" if ingest_batch > 1 else ""
-        raise ValueError(f"no design for {config.name}{built} fits {board.name}")
+        nearest = "" if refused is None else (f"; the nearest ({refused[0].lanes} lanes x "
+            f"{refused[0].rows_per_beat} rows, {refused[0].kv_rows} KV rows a cycle) breaks its "
+            "SLRs' guidelines: " + "; ".join(refused[1]))
+        raise ValueError(f"no design for {config.name}{built} fits {board.name}{nearest}")
     fitting.sort(key=lambda f: f[0])
     candidates, fastest = [], math.inf
     for bound, resources, params, timing in fitting:

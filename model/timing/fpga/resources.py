@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
-from heteroreason.model.timing.fpga.unit_resources import core_dsp
+from heteroreason.model.timing.fpga.unit_resources import core_dsp, core_memories
 from heteroreason.rtl.decoder.params import DecoderParams
 
 __all__ = ["Resources", "batched_ingest_resources", "estimate_resources"]
@@ -44,16 +44,12 @@ def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
     # coefficients from two syntheses (Yosys synth_xilinx, UltraScale+): the test-small engine
     # (16 MACs, 4 heads of 16: LUT 20,179, DSP 199, BRAM18K 78) and the 896-lane MVU alone
     # (LUT 77,520, DSP 902: 86 LUTs a lane for the adder tree and the vector buffer). The DSP
-    # slices are counted unit by unit from the RTL's structure (unit_resources.core_dsp)
+    # slices and the memories are counted unit by unit from the RTL's structure, the memories
+    # as Yosys maps them (unit_resources: core_dsp, core_memories)
     dsp = core_dsp(config, params)
-    buffer_bits = params.weight_buffer * macs * 8
-    score_bits = config.max_context * hp * 32
-    bram18k = math.ceil(buffer_bits / 18432) + math.ceil(score_bits / 18432) + 5
-    if not params.external_kv:
-        bram18k += math.ceil(2 * config.layers * config.kv_heads * config.max_context * hd * 8
-                             / 18432)
+    bram18k, uram = core_memories(config, params)
     lut = 11_084 + 86 * macs + 60 * (multipliers - macs)
-    return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=0)
+    return Resources(lut=lut, ff=lut // 4, dsp=dsp, bram18k=bram18k, uram=uram)
 
 
 def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
@@ -62,8 +58,9 @@ def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
     vector pair of the matrix-vector unit, a DSP slice per MAC lane (two vectors share one:
     :func:`~.unit_resources.core_dsp`); per extra vector and row, a
     requantizer of 6 slices; per extra vector and MAC lane, the 86 LUTs a lane of
-    :func:`estimate_resources` (its adder tree); per extra token, a scratchpad bank in block
-    RAM (18-Kbit blocks 36 bits wide and 512 deep), and one copy of a norm's gains.
+    :func:`estimate_resources` (its adder tree); per extra token, a scratchpad bank
+    (:func:`~.unit_resources.core_memories`) and SwiGLU lanes; and one copy of a norm's gains
+    (18-Kbit blocks 36 bits wide and 512 deep).
     Synthesized (Yosys synth_xilinx), the 64-lane unit goes from LUT 2,462, FF 5,440, DSP 70
     at one vector to LUT 10,578, FF 19,470, DSP 152 at four: 42 LUTs and 73 flip-flops a lane
     and extra vector, so the 86 is about twice what the narrow unit measures."""
@@ -72,11 +69,9 @@ def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
     macs = params.beat_bytes
     dsp = core_dsp(config, params, batch) - core_dsp(config, params)
     lut = 86 * macs * (batch - 1)
-    c, v = config, params.vector_width
-    rows = (2 * c.hidden + 2 * c.q_dim + 2 * c.kv_dim + 2 * c.ffn) // v  # scratchpad rows
-    bank = math.ceil(16 * v / 36) * math.ceil(rows / 512)
+    c = config
     gains = math.ceil(69 * params.param_width / 36) * math.ceil(c.hidden // params.param_width
                                                                 / 512)
-    bram = (batch - 1) * bank + (gains if batch > 1 else 0)
+    bram, uram = core_memories(config, params, batch)
     return Resources(lut=base.lut + lut, ff=base.ff + 73 * macs * (batch - 1),
-                     dsp=base.dsp + dsp, bram18k=base.bram18k + bram, uram=base.uram)
+                     dsp=base.dsp + dsp, bram18k=bram + (gains if batch > 1 else 0), uram=uram)

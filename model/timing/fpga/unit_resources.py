@@ -27,8 +27,8 @@ from heteroreason.model.timing.fpga.floorplan import Floorplan, board_floor, pla
 from heteroreason.rtl.decoder.attention import score_bits
 from heteroreason.rtl.decoder.params import DecoderParams
 
-__all__ = ["attention_dsp", "binding_units", "core_dsp", "memory_blocks", "mvu_dsp",
-           "place_binding_units", "requantizer_dsp"]
+__all__ = ["attention_dsp", "binding_units", "core_dsp", "core_memories", "memory_blocks",
+           "mvu_dsp", "place_binding_units", "requantizer_dsp"]
 
 # Yosys 0.23's block RAM and UltraRAM for UltraScale+ (techlibs/xilinx brams_xcu.txt and
 # urams.txt, which memory_libmap prices): each kind's cost and its (width, depth) shapes. A
@@ -45,9 +45,12 @@ MULT_BITS = 31  # a requantizer's multiplier
 
 
 @functools.lru_cache(maxsize=4096)
-def memory_blocks(width_bits: int, depth: int) -> tuple[int, int]:
+def memory_blocks(width_bits: int, depth: int, granularity: int | None = None
+                  ) -> tuple[int, int]:
     """``(bram18k, uram)`` of one memory of ``depth`` words of ``width_bits``, as Yosys maps a
-    memory of one write and one read port (a RAMB36 counts as two 18-Kbit blocks)."""
+    memory of one write and one read port (a RAMB36 counts as two 18-Kbit blocks); with a write
+    enable a ``granularity`` of bits, a block holds whole elements (an element wider than a
+    block's word takes several)."""
     checks.integer("width_bits", width_bits, low=1)
     checks.integer("depth", depth, low=1)
     best = None
@@ -55,7 +58,13 @@ def memory_blocks(width_bits: int, depth: int) -> tuple[int, int]:
         for width, deep in shapes:
             k = 1
             while k <= depth:
-                n = -(-k * width_bits // width) * -(-depth // (k * deep))
+                if granularity is None:
+                    columns = -(-k * width_bits // width)
+                else:
+                    elements = k * width_bits // granularity
+                    columns = elements * -(-granularity // width) if width < granularity \
+                        else -(-elements // (width // granularity))
+                n = columns * -(-depth // (k * deep))
                 if best is None or n * cost < best[0]:
                     best = (n * cost, kind, n * per_block)
                 k *= 2
@@ -104,6 +113,24 @@ def core_dsp(config: Qwen2Config, params: DecoderParams, batch: int = 1) -> int:
             + sum(attention_dsp(head_dim=config.head_dim, heads=params.heads_parallel,
                                 kv_rows=params.kv_rows, width=v).values())
             + v + 8 * params.param_width + 4 * v + 5 * params.rows_per_beat * batch + 2)
+
+
+def core_memories(config: Qwen2Config, params: DecoderParams, batch: int = 1
+                  ) -> tuple[int, int]:
+    """``(bram18k, uram)`` of a decoder core built with ``batch`` vectors a pass: the binding
+    units' memories, the parameter buffer (``param_buffer`` beats of 69-bit entries), RoPE's
+    tables (a block a vector lane), SwiGLU's (one a lane: ``rows_per_beat`` a vector) and the
+    scratchpad a token (its 16-bit elements ``vector_width`` a row, written element by element,
+    read by two readers: two copies)."""
+    units = binding_units(config, params, batch)
+    pbuf = memory_blocks(69 * params.param_width, params.param_buffer)
+    c, v = config, params.vector_width
+    rows = (2 * c.hidden + 2 * c.q_dim + 2 * c.kv_dim + 2 * c.ffn) // v
+    scratch = memory_blocks(16 * v, rows, 16)
+    bram = (sum(u["bram18k"] for u in units.values()) + pbuf[0] + v
+            + params.rows_per_beat * batch + 2 * batch * scratch[0])
+    uram = sum(u["uram"] for u in units.values()) + pbuf[1] + 2 * batch * scratch[1]
+    return bram, uram
 
 
 def binding_units(config: Qwen2Config, params: DecoderParams,

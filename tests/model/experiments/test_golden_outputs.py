@@ -23,7 +23,10 @@ the attention took several KV rows a cycle and the boards' designs time-shared t
 (every ``rtl-*`` figure; the calibration gained a KV-rows column, points at 2, 4 and 8 rows and
 the full-size layer at contexts 2,048 and 4,095, and its overheads were refitted), and when
 the attention computed a job's scores while the job before it finished (every ``rtl-*``
-figure's last digit at most; the calibration's points and overheads refitted);
+figure's last digit at most; the calibration's points and overheads refitted), and when the
+MVU's rows and the attention's scores were packed two a DSP slice and the design search placed
+each board's design on its SLRs (issue 42: the U280 design became 448 lanes x 4 rows; every
+``rtl-*`` figure; the calibration's points and overheads refitted);
 the bundled tables when generated problems began to
 end at the PRM's context (OlympiadBench and the Gaokao and OlympiadBench traces without
 backtracking changed), and when the reproduction ran HeteroReason with three FPGA models (the
@@ -46,8 +49,8 @@ ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 # the same program on the artifact's Config1 sample traces (../shared): digests only, the data
 # is not the project's to copy
-ARTIFACT_CSV_SHA256 = "77566ee375682054b1eefa2ff7f10df704eb1e4acd6c360a0fe27a1b15335c7a"
-ARTIFACT_JSON_SHA256 = "5b37d9230aec0ad08cb121aba174af528f5851e60b121a964ba66aeda2df09c7"
+ARTIFACT_CSV_SHA256 = "4f88390860cae288ad4ef59b16c862e6ae64bd5900bbe5dd7aeae68ddbc12d08"
+ARTIFACT_JSON_SHA256 = "70c02c11d4ec1eb7d01ca2773b36745ae99df481aa23710130feca0db21e907c"
 
 
 def reproduce(out: Path, *args) -> None:
