@@ -25,6 +25,7 @@ from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
 from heteroreason.model.timing.fpga.floorplan import Floorplan, board_floor, place
 from heteroreason.rtl.decoder.attention import score_bits
+from heteroreason.rtl.decoder.attention_memory import kv_cache_rows
 from heteroreason.rtl.decoder.params import DecoderParams
 
 __all__ = ["attention_dsp", "binding_units", "core_dsp", "core_memories", "memory_blocks",
@@ -144,7 +145,8 @@ def binding_units(config: Qwen2Config, params: DecoderParams,
     memories = [memory_blocks(score_bits(hd) * nh * nr, 2 << (groups - 1).bit_length()),
                 memory_blocks(16 * nh * nr, groups)]
     if not params.external_kv:
-        rows = config.layers * config.kv_heads * config.max_context * params.contexts
+        rows = kv_cache_rows(layers=config.layers, kv_heads=config.kv_heads,
+                             max_context=config.max_context, contexts=params.contexts)
         memories += [memory_blocks(8 * hd * nr, rows // nr)] * 2
     att = attention_dsp(head_dim=hd, heads=nh, kv_rows=nr, width=params.vector_width)
     return {
