@@ -32,6 +32,7 @@ from heteroreason.model.timing.fpga.fit import (
 )
 from heteroreason.model.timing.fpga.floorplan import RESOURCES
 from heteroreason.model.timing.fpga.platform import BOARDS, design_for, estimate_resources
+from heteroreason.model.timing.fpga.unit_logic import FITTED_ON
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.sim.flow.export import DecoderDesign
 from heteroreason.sim.flow.fit import (
@@ -131,8 +132,10 @@ def report(fit: DesignFit, board: str, *, stale: bool) -> bool:
     print(f"  {'total':10s} {_row(fit.total)}")
     estimate = estimate_resources(qwen2_config(fit.design.preset), p)
     errors = fit.estimate_error(estimate)
-    print("  the analytic estimate (platform.estimate_resources, the design search's) against "
-          "it: " + ", ".join(f"{r.upper()} {getattr(estimate, r):,} "
+    sample = ("its LUT and FF lines fitted on this design" if fit.name in FITTED_ON else
+              "out of sample: its LUT and FF lines fitted on " + " and ".join(FITTED_ON))
+    print("  the analytic estimate (platform.estimate_resources, the design search's; "
+          f"{sample}) against it: " + ", ".join(f"{r.upper()} {getattr(estimate, r):,} "
                              + ("(both 0)" if e is None else f"({e:+.0%})")
                              for r, e in errors.items()))
     plan = fit.floorplan(board)

@@ -5,8 +5,8 @@ memories' block RAM and UltraRAM (as Yosys maps a memory). The design search pla
 units on the board's SLRs (:func:`~heteroreason.model.timing.fpga.floorplan.place`: the MVU and
 its buffer beside the HBM, the attention's scores and its weighted values, ``att`` and
 ``att.pv``, each whole in one SLR) and refuses a design where they do
-not keep within the failfast guidelines. The other units and the LUTs and flip-flops are
-checked against the whole device only (:func:`~heteroreason.model.timing.fpga.resources.
+not keep within the failfast guidelines (their LUTs too, from :mod:`.unit_logic`). The other
+units are checked against the whole device only (:func:`~heteroreason.model.timing.fpga.resources.
 estimate_resources`); a synthesized design's full floorplan is ``heteroreason fit``.
 
 Checked against synthesis (``tests/model/timing/fpga/test_unit_resources.py``): the DSP forms
@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from heteroreason.model import checks
 from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
 from heteroreason.model.timing.fpga.floorplan import Floorplan, board_floor, place
+from heteroreason.model.timing.fpga.unit_logic import unit_logic
 from heteroreason.rtl.decoder.attention import score_bits
 from heteroreason.rtl.decoder.attention_memory import kv_cache_rows
 from heteroreason.rtl.decoder.params import DecoderParams
@@ -136,7 +137,8 @@ def core_memories(config: Qwen2Config, params: DecoderParams, batch: int = 1
 
 def binding_units(config: Qwen2Config, params: DecoderParams,
                   batch: int = 1) -> dict[str, dict[str, int]]:
-    """The binding units' DSP slices, 18-Kbit block RAMs and UltraRAMs: ``mvu``, ``wbuf`` (the
+    """The binding units' LUTs and flip-flops (:func:`~.unit_logic.unit_logic`), DSP slices,
+    18-Kbit block RAMs and UltraRAMs: ``mvu``, ``wbuf`` (the
     weight buffer: ``weight_buffer`` beats), ``att`` (its memories: the scores, a half a
     stage, and the exponentials; the KV cache when it is on chip) and ``att.pv``."""
     nh, nr, hd = params.heads_parallel, params.kv_rows, config.head_dim
@@ -149,13 +151,17 @@ def binding_units(config: Qwen2Config, params: DecoderParams,
                              max_context=config.max_context, contexts=params.contexts)
         memories += [memory_blocks(8 * hd * nr, rows // nr)] * 2
     att = attention_dsp(head_dim=hd, heads=nh, kv_rows=nr, width=params.vector_width)
-    return {
+    units = {
         "mvu": {"dsp": mvu_dsp(params, batch), "bram18k": 0, "uram": 0},
         "wbuf": {"dsp": 0, "bram18k": wbuf[0], "uram": wbuf[1]},
         "att": {"dsp": att["att"], "bram18k": sum(b for b, _ in memories),
                 "uram": sum(u for _, u in memories)},
         "att.pv": {"dsp": att["att.pv"], "bram18k": 0, "uram": 0},
     }
+    logic = unit_logic(config, params, batch)
+    for name, unit in units.items():
+        unit["lut"], unit["ff"] = logic[name]
+    return units
 
 
 @functools.cache

@@ -119,7 +119,8 @@ def test_the_batched_units_resources():
     # fits with the batch, half as wide
     single = design_for(Q05, "u280-300")
     plan = place_binding_units(Q05, single, "u280-300", 4)
-    assert not plan.fits and plan.over[0].startswith("SLR0 DSP"), plan.over
+    assert not plan.fits and any(o.startswith("SLR0 DSP 3,680 > 2,131") for o in plan.over), \
+        plan.over
     params = replace(design_for(Q05, "u280-300", ingest_batch=4), ingest_batch=1)
     assert params.beat_bytes == single.beat_bytes // 2
     base = estimate_resources(Q05, params)
@@ -130,7 +131,9 @@ def test_the_batched_units_resources():
     # took one a pair of lanes, the requantizers of three more vectors' rows (6 each) and three
     # more vectors' SwiGLU lanes (5 each)
     assert four.dsp - base.dsp == 2 * macs - params.lanes * (k // 2) + 3 * (6 + 5) * k
-    assert four.lut - base.lut == 3 * 86 * macs
+    # the matrix-vector unit's 42 LUTs and 73 flip-flops a MAC lane and extra vector (the
+    # 64-lane unit synthesized at one and four vectors)
+    assert (four.lut - base.lut, four.ff - base.ff) == (3 * 42 * macs, 3 * 73 * macs)
     # three more scratchpads of 424 rows of 512 bits (two copies of 8 RAMB36, 72 x 512, for
     # its two readers: 32 blocks of 18 Kb), three more vectors' SwiGLU tables (one a lane) and
     # the gains' copy: 896 / 32 entries of 32 x 69 bits (62 blocks wide, one deep)
