@@ -252,11 +252,16 @@ def _print_ingests(config, designs: dict, contexts: list[int], step: int,
 
 def _print_passes(config, boards: list[str], contexts: list[int],
                   passes: list[int]) -> tuple[list[str], list[list]]:
-    """A pass drafting for several problems against one token of the board's design."""
-    print(f"drafting for several problems a pass ({ESTIMATE}); every context at the one given:")
-    header = ["board", "contexts a pass", "context", "pass ms", "x one token", "tok/s"]
+    """A pass drafting for several problems against one token of the board's design (one
+    token a pass) and against one context a pass on the design built for the pass."""
+    print(f"drafting for several problems a pass ({ESTIMATE}); every context at the one given; "
+          "'x one token': against the board's one-token design, 'x its token': against one "
+          "context a pass on the design built for the pass:")
+    header = ["board", "contexts a pass", "context", "pass ms", "x one token", "x its token",
+              "tok/s"]
     rows = [[c.board, c.contexts, c.context, f"{c.pass_ms:.3f}", f"{c.ratio:.2f}",
-             f"{c.tokens_per_s:.0f}"] for c in pass_costs(config, boards, passes, contexts)]
+             f"{c.same_design_ratio:.2f}", f"{c.tokens_per_s:.0f}"]
+            for c in pass_costs(config, boards, passes, contexts)]
     print(format_table(header, rows))
     return header, rows
 

@@ -64,18 +64,26 @@ def contexts_pass_ms(model: str | Qwen2Config, board: str, positions: Sequence[i
 @dataclass(frozen=True)
 class PassCost:
     """A pass of ``contexts`` drafts, every context at ``context``, on ``board``: its
-    milliseconds against one token of the board's own design (one context a pass, as built)."""
+    milliseconds against one token of the board's own design (one context a pass, as built:
+    ``token_ms``) and against one context a pass on the design built for the pass
+    (``same_design_token_ms``; the same as ``token_ms`` for a pass of one)."""
 
     board: str
     contexts: int
     context: int
     pass_ms: float
     token_ms: float
+    same_design_token_ms: float | None = None
 
     @property
     def ratio(self) -> float:
         """The pass's cost in single-context tokens (B for no gain; 1 for B tokens free)."""
         return self.pass_ms / self.token_ms
+
+    @property
+    def same_design_ratio(self) -> float:
+        """The pass's cost in single-context tokens of the design that drafts it."""
+        return self.pass_ms / (self.same_design_token_ms or self.token_ms)
 
     @property
     def tokens_per_s(self) -> float:
@@ -84,15 +92,19 @@ class PassCost:
 
 def pass_costs(model: str | Qwen2Config, boards: Sequence[str], contexts: Sequence[int],
                positions: Sequence[int]) -> list[PassCost]:
-    """Every board x contexts a pass x context: the pass against the board's single token."""
+    """Every board x contexts a pass x context: the pass against the board's single token and
+    against a single context on the pass's own design."""
     config = qwen2_config(model) if isinstance(model, str) else model
     out = []
     for board in boards:
         for context in positions:
             token = draft_ms_per_token(config, board, context)
             for n in contexts:
+                design = _design_batch(n)
                 out.append(PassCost(board, n, context,
-                                    contexts_pass_ms(config, board, [context] * n), token))
+                                    contexts_pass_ms(config, board, [context] * n), token,
+                                    contexts_pass_ms(config, board, [context],
+                                                     per_pass=design)))
     return out
 
 

@@ -68,6 +68,12 @@ def test_the_boards_passes_against_their_tokens():
     assert 1.0 < four.ratio < 4.0 and four.tokens_per_s > one.tokens_per_s
     assert four.pass_ms == contexts_pass_ms("qwen2.5-0.5b", "u280-300", [1024] * 4)
     assert PassCost("b", 2, 0, 3.0, 2.0).ratio == 1.5
+    # against one context a pass on the design built for four (half the MACs: SLR0's DSPs)
+    assert four.same_design_token_ms == contexts_pass_ms("qwen2.5-0.5b", "u280-300", [1024],
+                                                         per_pass=4)
+    assert one.same_design_ratio == pytest.approx(1.0)
+    assert four.same_design_token_ms > one.token_ms and 1.0 < four.same_design_ratio < 1.5
+    assert PassCost("b", 2, 0, 3.0, 2.0, 2.5).same_design_ratio == 1.2
     with pytest.raises(ValueError, match=r"contexts a pass must be an integer in \[1, 8\]"):
         contexts_pass_ms("qwen2.5-0.5b", "u280-300", [0] * 9)
 
