@@ -256,13 +256,55 @@ def _from_flip_flop(modules, kind: str, pin: str) -> bool:
     return len(drivers) == 1 and _from_flip_flop(modules, *drivers[0])
 
 
+_CONSTANTS = ("$false", "$true", "$undef")
+
+
+def _wires_through(modules, top_module):
+    """The top's nets' drivers and loads with two kinds of unit pin left out: an output a
+    constant drives inside the unit (each side ties its own: nothing crosses), and an output
+    that is one of the unit's inputs inside (a wire through it, such as the KV rows the
+    attention passes from the glue to the memory ports): its net and the input's are one net
+    that never enters the unit. Returns the drivers, the loads and the nets' joining."""
+    pins = {(kind, pin): net for table in (top_module.drivers, top_module.loads)
+            for net, entries in table.items() for kind, pin in entries}
+    parent: dict[str, str] = {}
+
+    def find(net: str) -> str:
+        while parent.get(net, net) != net:
+            net = parent[net]
+        return net
+
+    dropped = set()
+    for (kind, pin), net in pins.items():
+        child = modules.get(kind)
+        if child is None or pin not in child.outputs:
+            continue
+        root = child.find(pin)
+        if root in _CONSTANTS:
+            dropped.add((kind, pin))
+            continue
+        for other in child.inputs:
+            if child.find(other) == root and (kind, other) in pins:
+                dropped |= {(kind, pin), (kind, other)}
+                a, b = find(net), find(pins[kind, other])
+                if a != b:
+                    parent[b] = a
+    tables: tuple[dict[str, list], dict[str, list]] = (defaultdict(list), defaultdict(list))
+    for table, merged in zip((top_module.drivers, top_module.loads), tables, strict=True):
+        for net, entries in table.items():
+            merged[find(net)].extend(e for e in entries if e not in dropped)
+    return (*tables, find)
+
+
 def _links(modules, top: str) -> dict[Link, int]:
-    """The top's nets between units (:class:`Link`), a split unit's followed inside."""
+    """The top's nets between units (:class:`Link`), a split unit's followed inside; a wire
+    through a unit and a constant are no link (:func:`_wires_through`)."""
     prefix = top + "."
     top_module = modules[top]
     links: dict[Link, int] = defaultdict(int)
-    nets = set(top_module.drivers) | set(top_module.loads)
-    top_ports = {top_module.find(p) for p in top_module.inputs | top_module.outputs}
+    top_drivers, top_loads, joined = _wires_through(modules, top_module)
+    nets = {n for n in set(top_drivers) | set(top_loads) if n not in _CONSTANTS}
+    top_ports = {joined(top_module.find(p)) for p in top_module.inputs | top_module.outputs}
 
     # a split unit's pins are its own cells' and its parts' (each part a unit): a top net on
     # its port is followed inside, and its nets between its own cells and a part are links
@@ -304,8 +346,8 @@ def _links(modules, top: str) -> dict[Link, int]:
         links[Link(frozenset(ends), driver, driver_registered, unregistered)] += 1
 
     for net in nets:
-        add(followed(top_module.drivers.get(net, []), "drivers"),
-            followed(top_module.loads.get(net, []), "loads"), net in top_ports)
+        add(followed(top_drivers.get(net, []), "drivers"),
+            followed(top_loads.get(net, []), "loads"), net in top_ports)
     for kind in split:  # a split unit's own nets between its cells and its parts
         child = modules[kind]
         own_ports = {child.find(p) for p in child.inputs | child.outputs}

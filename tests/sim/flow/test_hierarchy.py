@@ -220,3 +220,45 @@ def test_a_split_units_part_is_a_unit_with_its_own_links(tmp_path):
             reg["att"].registered_outputs) == (1, 1, 1, 1)
     assert (reg["att.pv"].inputs, reg["att.pv"].registered_inputs, reg["att.pv"].outputs,
             reg["att.pv"].registered_outputs) == (1, 0, 1, 1)
+
+
+# a unit that passes a wire through (x to y: the glue's flip-flop to the top's output) and ties
+# an output to a constant (k), beside a real input (z into its flip-flop)
+THROUGH_NETLIST = """
+.model top
+.inputs clk a
+.outputs y k
+.subckt BUFG I=clk O=gclk
+.subckt FDRE C=gclk CE=$true R=$false D=a Q=r
+.subckt top.u clk=gclk x=r z=r y=y c=k
+.end
+.model top.u
+.inputs clk x z
+.outputs y c
+.conn x y
+.conn $false c
+.subckt FDRE C=clk CE=$true R=$false D=z Q=zq
+.end
+""" + PRIMITIVES
+
+THROUGH_STAT = """{
+   "modules": {
+      "\\\\top": {"num_cells_by_type": {"BUFG": 1, "FDRE": 1, "top.u": 1}},
+      "\\\\top.u": {"num_cells_by_type": {"FDRE": 1}}
+   },
+   "design": {}
+}
+"""
+
+
+def test_a_wire_through_a_unit_and_a_constant_are_no_link(tmp_path):
+    """r reaches the top's output y through u without entering it (one net from the glue's
+    flip-flop to the ports) and u's flip-flop (z); k is a constant: nothing crosses."""
+    (tmp_path / "top.blif").write_text(THROUGH_NETLIST)
+    (tmp_path / "top.stat.json").write_text(THROUGH_STAT)
+    h = read_hierarchy(tmp_path / "top.stat.json", tmp_path / "top.blif", "top")
+    f = frozenset
+    assert h.links == {
+        Link(f({GLUE, "u", PORTS}), GLUE, True, f()): 1,   # r: to u's flip-flop and to y
+        Link(f({GLUE, PORTS}), PORTS, True, f()): 1,       # a into the glue's flip-flop
+    }
