@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from heteroreason.sim.flow.blif_netlist import CONSTANTS as _CONSTANTS
+from heteroreason.sim.flow.blif_netlist import NetlistModule
 from heteroreason.sim.flow.blif_netlist import read_modules as _modules
 from heteroreason.sim.flow.blif_netlist import read_ports as _ports
 from heteroreason.sim.flow.synth import SynthesizedResources, read_stat_json, summarize_cells
@@ -180,13 +181,8 @@ def _wires_through(modules, top_module):
     that never enters the unit. Returns the drivers, the loads and the nets' joining."""
     pins = {(kind, pin): net for table in (top_module.drivers, top_module.loads)
             for net, entries in table.items() for kind, pin in entries}
-    parent: dict[str, str] = {}
-
-    def find(net: str) -> str:
-        while parent.get(net, net) != net:
-            net = parent[net]
-        return net
-
+    joined = NetlistModule(set(), set())  # the top's nets joined through the units
+    inputs_at: dict[str, dict[str, list[str]]] = {}  # a unit's inputs by their net inside
     dropped = set()
     for (kind, pin), net in pins.items():
         child = modules.get(kind)
@@ -196,17 +192,19 @@ def _wires_through(modules, top_module):
         if root in _CONSTANTS:
             dropped.add((kind, pin))
             continue
-        for other in child.inputs:
-            if child.find(other) == root and (kind, other) in pins:
+        if kind not in inputs_at:
+            inputs_at[kind] = defaultdict(list)
+            for other in child.inputs:
+                inputs_at[kind][child.find(other)].append(other)
+        for other in inputs_at[kind].get(root, ()):
+            if (kind, other) in pins:
                 dropped |= {(kind, pin), (kind, other)}
-                a, b = find(net), find(pins[kind, other])
-                if a != b:
-                    parent[b] = a
+                joined.join(net, pins[kind, other])
     tables: tuple[dict[str, list], dict[str, list]] = (defaultdict(list), defaultdict(list))
     for table, merged in zip((top_module.drivers, top_module.loads), tables, strict=True):
         for net, entries in table.items():
-            merged[find(net)].extend(e for e in entries if e not in dropped)
-    return (*tables, find)
+            merged[joined.find(net)].extend(e for e in entries if e not in dropped)
+    return (*tables, joined.find)
 
 
 def _links(modules, top: str) -> dict[Link, int]:

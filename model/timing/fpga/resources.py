@@ -35,10 +35,14 @@ def estimate_resources(config: Qwen2Config, params: DecoderParams) -> Resources:
     memories from the RTL's structure, the memories as Yosys maps them
     (:func:`~.unit_resources.core_dsp`, :func:`~.unit_resources.core_memories`); each against
     the synthesized cores in ``heteroreason fit``."""
-    logic = unit_logic(config, params).values()
-    bram18k, uram = core_memories(config, params)
+    return _core(config, params, 1)
+
+
+def _core(config: Qwen2Config, params: DecoderParams, batch: int) -> Resources:
+    logic = unit_logic(config, params, batch).values()
+    bram18k, uram = core_memories(config, params, batch)
     return Resources(lut=sum(lut for lut, _ in logic), ff=sum(ff for _, ff in logic),
-                     dsp=core_dsp(config, params), bram18k=bram18k, uram=uram)
+                     dsp=core_dsp(config, params, batch), bram18k=bram18k, uram=uram)
 
 
 def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
@@ -51,13 +55,10 @@ def batched_ingest_resources(config: Qwen2Config, params: DecoderParams,
     (:func:`~.unit_resources.core_memories`) and SwiGLU lanes; and one copy of a norm's gains
     (18-Kbit blocks 36 bits wide and 512 deep)."""
     checks.integer("batch", batch, low=1)
-    base = estimate_resources(config, params)
-    dsp = core_dsp(config, params, batch) - core_dsp(config, params)
-    logic = unit_logic(config, params, batch)["mvu"]
-    lut, ff = (a - b for a, b in zip(logic, unit_logic(config, params)["mvu"], strict=True))
-    c = config
-    gains = math.ceil(69 * params.param_width / 36) * math.ceil(c.hidden // params.param_width
-                                                                / 512)
-    bram, uram = core_memories(config, params, batch)
-    return Resources(lut=base.lut + lut, ff=base.ff + ff,
-                     dsp=base.dsp + dsp, bram18k=bram + (gains if batch > 1 else 0), uram=uram)
+    core = _core(config, params, batch)
+    if batch == 1:
+        return core
+    gains = math.ceil(69 * params.param_width / 36) * math.ceil(
+        config.hidden // params.param_width / 512)
+    return Resources(lut=core.lut, ff=core.ff, dsp=core.dsp, bram18k=core.bram18k + gains,
+                     uram=core.uram)

@@ -103,8 +103,8 @@ def fit_unit_lines(points: Iterable[UnitPoint]) -> dict[str, UnitLine]:
         xs = [pt.measure for pt in mine]
         lut = _line(xs, [pt.lut for pt in mine])
         ff = _line(xs, [pt.ff for pt in mine])
-        worst = max(max(abs(a + b * pt.measure - y) / max(y, 1) for pt in mine
-                        for (a, b), y in ((lut, pt.lut), (ff, pt.ff))), 0.0)
+        worst = max(abs(a + b * pt.measure - y) / max(y, 1) for pt in mine
+                    for (a, b), y in ((lut, pt.lut), (ff, pt.ff)))
         out[unit] = UnitLine(lut, ff, len(mine), round(worst, 4))
     return out
 
