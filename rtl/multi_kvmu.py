@@ -1,6 +1,6 @@
 """A KVMU holding several problems (contexts) at once: a §4.1 KVMU each, routed by context id."""
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -271,26 +271,33 @@ class MultiKvmu(wiring.Component):
         m.d.comb += self.write_addr.eq(base + self.write_pos)
 
     def _submissions(self, m):
-        """The contexts' submissions into one output register, round robin."""
+        """The contexts' submissions into one output register, round robin.
+
+        The contexts after the one granted last are a register (``after``, reset to those after
+        context 0), so the choice is two carry chains side by side: the lowest request after the
+        last grant and the lowest request of all, each with the mask of the contexts above it
+        (``x ^ (x - 1)`` is the lowest set bit of ``x`` and every bit below it). The output's
+        fields are the granted context's, OR-ed under the one-hot grant (no chain of
+        ``contexts`` priority multiplexers): 10 levels of LUTs at 32 contexts (13 with the last
+        grant decoded, masked and reduced before the chain).
+        """
         n = self.contexts
+        every = (1 << n) - 1
         requests = Cat(*(kvmu.submit.valid for kvmu in self.kvmus))
-        last = Signal(range(n))  # the context granted last
-        after = Signal(n)  # the contexts after ``last``
-        with m.Switch(last):
-            for j in range(n):
-                with m.Case(j):
-                    m.d.comb += after.eq(((1 << n) - 1) & ~((2 << j) - 1))
-            with m.Default():
-                m.d.comb += after.eq(0)
+        after = Signal(n, init=every & ~1)  # the contexts after the one granted last
         masked = Signal(n)
-        pick = Signal(n)
-        grant = Signal(n)  # one-hot: the lowest request after ``last``, else the lowest
         m.d.comb += masked.eq(requests & after)
+        lowest = []  # (one-hot lowest request, the contexts above it) of each kind
+        for kind in (masked, requests):
+            up_to = Signal(n)  # the lowest request and the contexts below it
+            m.d.comb += up_to.eq(kind ^ (kind - 1)[:n])
+            lowest.append((kind & up_to, ~up_to))
+        grant = Signal(n)  # one-hot: the lowest request after the last grant, else the lowest
+        above = Signal(n)
         with m.If(masked.any()):
-            m.d.comb += pick.eq(masked)
+            m.d.comb += [grant.eq(lowest[0][0]), above.eq(lowest[0][1])]
         with m.Else():
-            m.d.comb += pick.eq(requests)
-        m.d.comb += grant.eq(pick & (~pick + 1)[:n])
+            m.d.comb += [grant.eq(lowest[1][0]), above.eq(lowest[1][1])]
 
         out_full = Signal()
         out = Signal(self.submit.payload.shape())
@@ -298,10 +305,19 @@ class MultiKvmu(wiring.Component):
         take = ~out_full | self.submit.ready
         with m.If(self.submit.valid & self.submit.ready):
             m.d.sync += out_full.eq(0)
+        chosen = Signal(self.submit.payload.shape())  # the granted context's, OR-ed
+        fields = []
         for i, kvmu in enumerate(self.kvmus):
             m.d.comb += kvmu.submit.ready.eq(take & grant[i])
-            with m.If(take & grant[i]):
-                m.d.sync += [
-                    out_full.eq(1), out.ctx.eq(i), last.eq(i),
-                    out.start.eq(kvmu.submit.payload.start), out.end.eq(kvmu.submit.payload.end),
-                ]
+            span = Cat(kvmu.submit.payload.start, kvmu.submit.payload.end)
+            fields.append(Cat(span & grant[i].replicate(len(span)),
+                              Const(i, len(out.ctx)) & grant[i].replicate(len(out.ctx))))
+        while len(fields) > 1:  # a balanced tree of ORs
+            fields = [fields[k] | fields[k + 1] if k + 1 < len(fields) else fields[k]
+                      for k in range(0, len(fields), 2)]
+        merged = fields[0]
+        span_bits = len(out.start) + len(out.end)
+        m.d.comb += [Cat(chosen.start, chosen.end).eq(merged[:span_bits]),
+                     chosen.ctx.eq(merged[span_bits:])]
+        with m.If(take & requests.any()):
+            m.d.sync += [out_full.eq(1), out.eq(chosen), after.eq(above)]

@@ -19,7 +19,7 @@ of capacity;
 pool ratio of the most goodput per kW and (with ``--rate``) the least-power one that carries that
 load; ``costs`` the batched cost model's coefficients with their sources. The FPGA is this
 project's U280 design built for a pass of four, as the RTL builds it (its MultiDraftEngine holds
-16 problems and drafts up to four a pass, priced by the calibrated pass); ``--contexts N`` and
+32 problems and drafts up to four a pass, priced by the calibrated pass); ``--contexts N`` and
 ``--per-pass B`` make a board hold N problems and draft B a pass (more problems than the
 design's is a what-if; ``--fpga rtl-u280-300``: one problem a board). Sweeps and searches run
 serially, on a local Dask cluster (``--workers N``) or an existing one (``--scheduler

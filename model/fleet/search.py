@@ -28,8 +28,8 @@ __all__ = ["CAPACITY_SPAN_SLOS", "FLEET_FPGA", "CapacityResult", "FleetPoint", "
 
 # the FPGA a fleet drafts on where its user names none (the command line, the Python API): this
 # project's U280 design at 300 MHz built for a pass of four, as the RTL builds it (its
-# MultiDraftEngine holds 16 problems and drafts for up to four a pass; FleetPoint's own default,
-# None, is the configuration's: the paper artifact's board)
+# MultiDraftEngine holds ENGINE_CONTEXTS problems, 32, and drafts for up to four a pass;
+# FleetPoint's own default, None, is the configuration's: the paper artifact's board)
 FLEET_FPGA = "rtl-u280-300-batch4"
 
 

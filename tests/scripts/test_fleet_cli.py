@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from heteroreason.model.timing.fpga.platform import ENGINE_CONTEXTS
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fleet.py"
 
 
@@ -118,10 +120,10 @@ def test_compare_reports_speedups_at_load(tmp_path):
     assert r.returncode == 0, r.stderr
     # the answer first, with the board as the RTL builds it (the default FPGA)
     assert r.stdout.startswith("Verdict: HeteroReason "), r.stdout[:300]
-    assert "FPGA 'rtl-u280-300-batch4': 16 problems a board, as this project's RTL builds" \
-        in " ".join(r.stdout.split())
+    assert (f"FPGA 'rtl-u280-300-batch4': {ENGINE_CONTEXTS} problems a board, as this project's "
+            "RTL builds") in " ".join(r.stdout.split())
     capacity = json.loads((tmp_path / "compare.json").read_text())
-    assert [row["board_contexts"] for row in capacity] == [None, 16, 16]
+    assert [row["board_contexts"] for row in capacity] == [None, ENGINE_CONTEXTS, ENGINE_CONTEXTS]
     assert [row["per_pass"] for row in capacity] == [1, 4, 4]
     rows = json.loads((tmp_path / "compare_speedup.json").read_text())
     assert [row["load_fraction"] for row in rows] == [0.0, 0.5, 0.9] * 2

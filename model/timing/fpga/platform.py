@@ -87,10 +87,11 @@ SHARED_PORTS = True
 # token a pass is a DraftEngine (rtl/draft_engine.py: one KVMU, one KV region), one problem; a
 # design built with a pass of several tokens (``ingest_batch`` B >= 2) is a MultiDraftEngine
 # (rtl/multi_engine.py, docs/design.md §4.7) of ENGINE_CONTEXTS problems drafting up to B a pass:
-# its evidence is the U280 depth run at 16 contexts and four a pass (timing_evidence.json) and
-# the cocotb scenarios on three and four contexts; the multi-context KVMU of 16 contexts is
-# 3,287 LUTs and 1,237 flip-flops synthesized (docs/rtl.md), under 0.3 % of the U280's
-ENGINE_CONTEXTS = 16
+# its evidence is the U280 depth run at 32 contexts and four a pass (timing_evidence.json; the
+# multi-context KVMU of 32 contexts within the budget since its round robin's mask is a register)
+# and the cocotb scenarios on three and four contexts; 32 contexts' KV at 4,096 positions is
+# 0.8 GB of the U280's 8 GB (the fleet's cells at 32: docs/fleet.md)
+ENGINE_CONTEXTS = 32
 
 # the devices' totals: the XCU280's from DS890 (UltraScale Architecture and Product Data Sheet:
 # Overview): 1,303,680 LUTs, 2,607,360 flip-flops, 9,024 DSP slices, 2,016 36-Kb block RAMs,
