@@ -6,11 +6,13 @@ nets, and the analytic estimate's error.
     heteroreason fit                                  # the committed evidence, every board
     heteroreason fit --synthesize --board u280-300 --write-evidence
     heteroreason fit --synthesize --case small        # the small case CI runs (minutes)
+    heteroreason fit --carry --write-evidence         # new RTL, the same RTLIL: no Yosys
 
 Reads data/fit_evidence.json (each design synthesized with its hierarchy kept by a native
 Yosys: sim/flow/hierarchy.py) and the boards' SLRs (model/timing/fpga/data/slr.json, each
 figure with its source). Exit status 2 on a bad board, case or path, or evidence that cannot be
-read; 1 with --check when a design does not fit or its evidence is stale.
+read; 1 with --check when a design does not fit or its evidence is stale, and with --carry when
+this RTL gives a design another RTLIL than the one its evidence was synthesized from.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 from heteroreason.commands.common import command_parser, note
-from heteroreason.model.files import InputError, output_problem
+from heteroreason.model.files import InputError, output_problem, read_text
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
-from heteroreason.model.timing.fpga.calibration import rtl_hash
+from heteroreason.model.timing.fpga.calibration import CalibrationError, rtl_hash
 from heteroreason.model.timing.fpga.fit import (
     FIT_FILE,
     DesignFit,
@@ -36,9 +38,12 @@ from heteroreason.model.timing.fpga.unit_logic import FITTED_ON
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.sim.flow.export import DecoderDesign
 from heteroreason.sim.flow.fit import (
+    carried_evidence_json,
+    design_source,
     evidence_json,
     native_yosys,
     reread_design,
+    source_sha256,
     synthesize_design,
     write_evidence,
 )
@@ -75,6 +80,11 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--reread", action="store_true",
                         help="with --synthesize and --work: read the netlists an earlier run "
                              "left there (of this RTL) instead of running Yosys again")
+    parser.add_argument("--carry", action="store_true",
+                        help="elaborate the designs (minutes, GBs at full width) and carry "
+                             "their evidence to this RTL where it gives the very RTLIL they "
+                             "were synthesized from (on the evidence's own RTL: record the "
+                             "RTLIL's digest); with --write-evidence, write it")
     parser.add_argument("--yosys", metavar="PATH", help="the native Yosys (default yosys)")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when a design does not fit or the evidence is stale")
@@ -86,6 +96,11 @@ def _cases(args) -> list[tuple[str, str, DecoderDesign]]:
     if args.case == "small":
         return [SMALL]
     return [(b, b, DecoderDesign(MODEL, design_for(MODEL, b))) for b in args.board or FIT_BOARDS]
+
+
+def _digest(name: str, design: DecoderDesign) -> str:
+    note(f"elaborating {name} ({design.preset}) for its RTLIL's digest ...")
+    return source_sha256(design_source(design))
 
 
 def _row(values) -> str:
@@ -125,7 +140,10 @@ def report(fit: DesignFit, board: str, *, stale: bool) -> bool:
     print(f"  {fit.top} of {fit.design.preset} on {board}: {p.lanes} lanes x "
           f"{p.rows_per_beat} rows, weight buffer {p.weight_buffer} beats, "
           f"{p.heads_parallel} heads, vector {p.vector_width}, gains {p.param_width}, KV rows "
-          f"{p.kv_rows}; Yosys took {fit.yosys_s:,.0f} s")
+          f"{p.kv_rows}; Yosys took {fit.yosys_s:,.0f} s" + (
+              f" on RTL {fit.synthesized_rtl_hash[:12]} (carried: this RTL gives the same "
+              f"RTLIL, sha256 {fit.source_sha256[:12]})" if fit.synthesized_rtl_hash
+              else ""))
     print(f"  {'unit':10s} " + " ".join(f"{r.upper():>9s}" for r in RESOURCES))
     for unit, res in sorted(fit.units.items(), key=lambda u: -u[1]["lut"]):
         print(f"  {unit:10s} {_row(res)}")
@@ -161,8 +179,11 @@ def report(fit: DesignFit, board: str, *, stale: bool) -> bool:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
-    if args.write_evidence is not None and not args.synthesize:
-        parser.error("--write-evidence needs --synthesize")
+    if args.write_evidence is not None and not (args.synthesize or args.carry):
+        parser.error("--write-evidence needs --synthesize or --carry")
+    if args.carry and args.synthesize:
+        parser.error("--carry reads the evidence's netlists, --synthesize makes new ones: "
+                     "give one")
     if args.case and args.board:
         parser.error("--case and --board name different designs: give one")
     if args.reread and not (args.synthesize and args.work):
@@ -173,7 +194,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if problem:
             print(f"heteroreason fit: error: {flag}: {problem}", file=sys.stderr)
             return 2
-    cases = _cases(args)
+    try:
+        cases = _cases(args)
+    except CalibrationError as exc:  # the boards' designs are chosen on the calibrated model
+        print(f"heteroreason fit: error: {exc}", file=sys.stderr)
+        return 2
     if args.synthesize:
         try:
             yosys = None if args.reread else native_yosys(args.yosys)
@@ -206,11 +231,39 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if target is not None:
             write_evidence(target, text)
         evidence_path = target or Path("(this run)")
+    elif args.carry:
+        try:  # what the evidence lacks is an error before any elaboration
+            earlier = read_text(args.evidence)
+            held = parse_fit_evidence(earlier, str(args.evidence))
+        except InputError as exc:
+            print(f"heteroreason fit: error: {exc}", file=sys.stderr)
+            return 2
+        for name, _board, design in cases:
+            fit = held.design(name)
+            why = ("holds no design of that name" if fit is None else
+                   "holds another design of that name" if fit.design != design else
+                   "keeps no digest of its RTLIL and is of other RTL: synthesize it again"
+                   if fit.source_sha256 is None and held.stale else None)
+            if why:
+                print(f"heteroreason fit: error: --carry: {args.evidence}: {name}: {why}",
+                      file=sys.stderr)
+                return 2
+        try:
+            text = carried_evidence_json(
+                earlier,
+                {name: _digest(name, design) for name, _board, design in cases},
+                rtl_hash=rtl_hash(), rtl_revision=git_revision())
+        except ValueError as exc:  # this RTL gives another RTLIL
+            print(f"heteroreason fit: error: --carry: {args.evidence}: {exc}", file=sys.stderr)
+            return 1
+        if target is not None:
+            write_evidence(target, text)
+        evidence_path = target or Path("(this run)")
     else:
         evidence_path = args.evidence
     try:
-        evidence = load_fit_evidence(evidence_path) if not args.synthesize else \
-            parse_fit_evidence(text, str(evidence_path))
+        evidence = load_fit_evidence(evidence_path) if not (args.synthesize or args.carry) \
+            else parse_fit_evidence(text, str(evidence_path))
     except InputError as exc:
         print(f"heteroreason fit: error: {exc}", file=sys.stderr)
         return 2
@@ -226,7 +279,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             fits = False
             continue
         fits &= report(fit, board, stale=evidence.stale)
-    if args.synthesize and target is not None:
+    if (args.synthesize or args.carry) and target is not None:
         print(f"wrote {target}")
     print(f"evidence: {evidence_path} (RTL {evidence.rtl_hash[:12]}, revision "
           f"{evidence.rtl_revision[:12]}; {evidence.method})")

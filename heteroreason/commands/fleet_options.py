@@ -9,6 +9,7 @@ from pathlib import Path
 from heteroreason.commands.common import non_negative, positive
 from heteroreason.model.fleet.search import FLEET_FPGA, FleetPoint
 from heteroreason.model.system.config import CONFIGS, FPGA_MODELS, ServingMode
+from heteroreason.model.timing.fpga.platform import ENGINE_CONTEXTS
 from heteroreason.model.workload.bundled import BUNDLED_DIR
 
 __all__ = ["DATASETS", "cluster_options", "fleet_options", "fleet_point"]
@@ -36,7 +37,8 @@ def fleet_options(parser: argparse.ArgumentParser, *, rate: bool = True, configs
     parser.add_argument("--fpga", choices=sorted(FPGA_MODELS), default=FLEET_FPGA,
                         help="the FPGA draft model: this project's design on a board "
                              "(rtl-*: one problem a board; rtl-*-batch4: its MultiDraftEngine "
-                             "holds 16 and drafts up to four a pass), or 'artifact', the paper "
+                             f"holds {ENGINE_CONTEXTS} and drafts up to four a pass), or "
+                             "'artifact', the paper "
                              "artifact simulator's U280 (as many problems a board as its HBM "
                              "holds, the paper's claim)")
     parser.add_argument("--contexts", type=positive(int, "contexts"), default=None,

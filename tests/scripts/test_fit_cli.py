@@ -56,7 +56,9 @@ def test_check_fails_on_a_design_that_does_not_fit():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--write-evidence", "x.json"], "--write-evidence needs --synthesize"),
+    (["--write-evidence", "x.json"], "--write-evidence needs --synthesize or --carry"),
+    (["--carry", "--synthesize"], "--carry reads the evidence's netlists"),
+    (["--carry", "--evidence", "/nonexistent/fit.json"], "cannot be read"),
     (["--case", "small", "--board", "v80"], "--case and --board"),
     (["--board", "u250"], "invalid choice: 'u250'"),
     (["--evidence", "/nonexistent/fit.json"], "no fit evidence"),
@@ -79,6 +81,22 @@ def test_evidence_without_the_design_asked_for(tmp_path):
     assert proc.stdout.startswith(f"v80: not synthesized: {path} holds no design of that name")
 
 
+def test_carry_names_what_the_evidence_lacks_before_elaborating(tmp_path):
+    obj = json.loads(EVIDENCE.read_text())
+    obj["rtl_hash"] = "0" * 64  # other RTL
+    for d in obj["designs"]:
+        d.pop("source_sha256", None)
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(obj))
+    proc = fit("--carry", "--case", "small", "--evidence", path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{path}: small: keeps no digest of its RTLIL and is of other RTL" in proc.stderr
+    obj["designs"] = [d for d in obj["designs"] if d["name"] != "small"]
+    path.write_text(json.dumps(obj))
+    proc = fit("--carry", "--case", "small", "--evidence", path)
+    assert proc.returncode == 2 and "small: holds no design of that name" in proc.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("yosys") is None, reason="no native yosys")
 def test_the_small_case_synthesized_and_placed(tmp_path):
@@ -95,3 +113,31 @@ def test_the_small_case_synthesized_and_placed(tmp_path):
     for r in ("lut", "ff", "dsp", "bram18k", "uram", "carry"):
         assert sum(u[r] for u in design["units"].values()) == design["total"][r]
     assert {"mvu", "att", "wbuf", "glue"} <= set(design["units"])
+    # the same RTL gives the same RTLIL: carried to itself, the digest is the one synthesized
+    proc = fit("--carry", "--case", "small", "--evidence", out, "--write-evidence",
+               tmp_path / "carried.json")
+    assert proc.returncode == 0, proc.stderr
+    carried = json.loads((tmp_path / "carried.json").read_text())["designs"][0]
+    assert carried["source_sha256"] == design["source_sha256"]
+
+
+def test_a_stale_calibration_is_refused_before_any_elaboration(tmp_path, monkeypatch, capsys):
+    """The boards' designs are chosen on the calibrated model: a calibration of other RTL is an
+    error naming the file, with exit status 2, not a traceback."""
+    from heteroreason.commands import fit as command
+    from heteroreason.model.timing.fpga import calibration, platform
+
+    stale = tmp_path / "decoder_core.json"
+    obj = json.loads(calibration.CALIBRATION_FILE.read_text())
+    stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
+    monkeypatch.setattr(platform, "CALIBRATION_FILE", stale)
+    platform._committed_calibration.cache_clear()
+    try:
+        code = command.main(["--carry", "--board", "v80", "--write-evidence",
+                             str(tmp_path / "fit.json")])
+    finally:
+        platform._committed_calibration.cache_clear()
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"heteroreason fit: error: {stale}: calibrated on RTL 000000000000" in err
+    assert not (tmp_path / "fit.json").exists()

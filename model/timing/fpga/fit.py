@@ -43,6 +43,11 @@ class DesignFit:
     largest_nets: tuple[Mapping, ...]
     registration: Mapping[str, Mapping[str, int]]
     yosys_s: float
+    # the digest of the RTLIL Yosys read (None: synthesized before digests were kept), and the
+    # RTL it was synthesized on where the evidence carried it to later RTL that gives the same
+    # RTLIL (None: synthesized on the evidence's own RTL)
+    source_sha256: str | None = None
+    synthesized_rtl_hash: str | None = None
 
     @property
     def unit_links(self) -> dict[frozenset, int]:
@@ -108,7 +113,10 @@ def _design(entry: Mapping) -> DesignFit:
                int(link["bits"]) for link in entry["links"]},
         largest_nets=tuple(dict(n) for n in entry["largest_nets"]),
         registration={u: dict(r) for u, r in entry["registration"].items()},
-        yosys_s=float(entry["yosys_s"]))
+        yosys_s=float(entry["yosys_s"]),
+        source_sha256=None if entry.get("source_sha256") is None else str(entry["source_sha256"]),
+        synthesized_rtl_hash=None if entry.get("synthesized_rtl_hash") is None
+        else str(entry["synthesized_rtl_hash"]))
 
 
 def load_fit_evidence(path: Path = FIT_FILE) -> FitEvidence:

@@ -60,11 +60,12 @@ def test_random_interleaved_contexts_match_golden(contexts, seed):
     rng = random.Random(seed)
     dut = MultiKvmu(contexts=contexts, capacity=capacity)
     golden = GoldenMultiKvmu(contexts=contexts, capacity=capacity)
-    stats = {"events": 0, "submits": 0, "refused": 0}
+    stats = {"events": 0, "submits": 0, "refused": 0, "contended": 0}
     expected = {i: deque() for i in range(contexts)}
 
     async def bench(ctx):
         cmd = tok = None
+        after = 0  # the context granted last (the round robin starts after context 0)
         for cycle in range(4000):
             where = f"seed={seed} cycle={cycle}"
             if cmd is None and rng.random() < 0.5:
@@ -85,8 +86,19 @@ def test_random_interleaved_contexts_match_golden(contexts, seed):
                 ctx.set(dut.alloc.payload.source, tok[1][0])
                 ctx.set(dut.alloc.payload.last, tok[1][1])
                 ctx.set(dut.alloc.payload.step_end, tok[1][2])
-            ctx.set(dut.submit.ready, rng.random() < 0.6)
+            # backpressure at random, and held off a stretch of 120 cycles in every 200 (several
+            # contexts' submissions then wait together for the round robin)
+            ctx.set(dut.submit.ready, cycle % 200 >= 120 and rng.random() < 0.6)
             ctx.set(dut.view, rng.randrange(contexts))
+            # the round robin, naively: the first holding context after the last granted one
+            holding = [i for i in range(contexts) if ctx.get(dut.holding) >> i & 1]
+            granted = [i for i, k in enumerate(dut.kvmus)
+                       if ctx.get(k.submit.valid) and ctx.get(k.submit.ready)]
+            if granted:
+                assert granted == [min(holding, key=lambda i: (i - after - 1) % contexts)], \
+                    (where, holding, after, granted)
+                stats["contended"] += len(holding) > 1
+                after = granted[0]
             if ctx.get(dut.submit.valid) and ctx.get(dut.submit.ready):
                 c = ctx.get(dut.submit.payload.ctx)
                 span = (ctx.get(dut.submit.payload.start), ctx.get(dut.submit.payload.end))
@@ -132,3 +144,4 @@ def test_random_interleaved_contexts_match_golden(contexts, seed):
     assert stats["events"] > 1500, stats
     assert stats["submits"] > 50, stats
     assert stats["refused"] > 20, stats
+    assert stats["contended"] > 5, stats  # grants among several waiting contexts

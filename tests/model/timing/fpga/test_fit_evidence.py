@@ -97,3 +97,50 @@ def test_writing_a_boards_synthesis_keeps_the_other_designs_of_this_rtl():
     assert [d["name"] for d in json.loads(evidence_json(
         [Record("small", 1)], rtl_hash="h", rtl_revision="r", earlier="not json"))["designs"]] \
         == ["small"]
+
+
+def test_carrying_the_evidence_to_rtl_that_gives_the_same_rtlil():
+    """``carried_evidence_json``: on the evidence's own RTL the digests are recorded and every
+    design stays; on other RTL only the named designs whose RTLIL is unchanged are carried,
+    each keeping the RTL it was synthesized on; a changed RTLIL, or no digest to compare on
+    other RTL, refuses."""
+    from heteroreason.sim.flow.fit import carried_evidence_json, source_sha256
+
+    def evidence(hash_, **digests):
+        return json.dumps({"format": FIT_FORMAT, "rtl_hash": hash_, "rtl_revision": "r",
+                           "method": "m", "designs": [
+                               {"name": n, "total": 1} | ({"source_sha256": d} if d else {})
+                               for n, d in digests.items()]})
+
+    a, b = source_sha256("module a"), source_sha256("module b")
+    assert a != b and len(a) == 64
+    same = json.loads(carried_evidence_json(evidence("h", small=None, v80=None), {"v80": a},
+                                            rtl_hash="h", rtl_revision="r2"))
+    assert same["rtl_revision"] == "r"  # the same RTL: the same evidence, digests added
+    assert [(d["name"], d.get("source_sha256")) for d in same["designs"]] == \
+        [("small", None), ("v80", a)]
+    assert "synthesized_rtl_hash" not in same["designs"][1]
+    moved = json.loads(carried_evidence_json(evidence("old", small=a, v80=b), {"v80": b},
+                                             rtl_hash="new", rtl_revision="r2"))
+    assert (moved["rtl_hash"], moved["rtl_revision"]) == ("new", "r2")
+    assert moved["designs"] == [{"name": "v80", "total": 1, "source_sha256": b,
+                                 "synthesized_rtl_hash": "old"}]
+    again = json.loads(carried_evidence_json(json.dumps(moved), {"v80": b}, rtl_hash="newer",
+                                             rtl_revision="r3"))
+    assert again["designs"][0]["synthesized_rtl_hash"] == "old"  # where it was synthesized
+    with pytest.raises(ValueError, match="another RTLIL"):
+        carried_evidence_json(evidence("old", v80=b), {"v80": a}, rtl_hash="new",
+                              rtl_revision="r2")
+    with pytest.raises(ValueError, match="keeps no digest"):
+        carried_evidence_json(evidence("old", v80=None), {"v80": a}, rtl_hash="new",
+                              rtl_revision="r2")
+    with pytest.raises(ValueError, match="no design 'small'"):
+        carried_evidence_json(evidence("old", v80=b), {"small": a}, rtl_hash="new",
+                              rtl_revision="r2")
+
+
+def test_a_carried_design_says_where_it_was_synthesized():
+    obj = json.loads(FIT_FILE.read_text())
+    obj["designs"][0] |= {"source_sha256": "ab" * 32, "synthesized_rtl_hash": "cd" * 32}
+    fit = parse_fit_evidence(json.dumps(obj), "x").designs[0]
+    assert (fit.source_sha256, fit.synthesized_rtl_hash) == ("ab" * 32, "cd" * 32)
