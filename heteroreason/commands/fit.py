@@ -176,6 +176,62 @@ def report(fit: DesignFit, board: str, *, stale: bool) -> bool:
     return fits
 
 
+class _Refused(Exception):
+    """``(message, exit status)``: what stops a synthesis or a carry."""
+
+
+def _synthesized(args, cases, target) -> str:
+    """The evidence's text after synthesizing each case (or reading its netlists again)."""
+    try:
+        yosys = None if args.reread else native_yosys(args.yosys)
+    except RuntimeError as exc:
+        raise _Refused(str(exc), 2) from None
+    records = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, _board, design in cases:
+            work = (args.work or Path(scratch)) / name
+            if args.reread:
+                try:
+                    record = reread_design(work, rtl_hash=rtl_hash())
+                except ValueError as exc:
+                    raise _Refused(f"--reread: {exc}", 2) from None
+                if record.design != design or record.name != name:
+                    raise _Refused(f"--reread: {work} holds another design than {name}'s", 2)
+                records.append(record)
+                continue
+            note(f"synthesizing {name} ({design.preset}) in {work} ...")
+            records.append(synthesize_design(name, design, work, rtl_hash=rtl_hash(),
+                                             yosys=yosys))
+    earlier = Path(target).read_text() if target is not None and Path(target).is_file() \
+        else None
+    return evidence_json(records, rtl_hash=rtl_hash(), rtl_revision=git_revision(),
+                         earlier=earlier)
+
+
+def _carried(args, cases, _target) -> str:
+    """The evidence's text carried to this RTL (:func:`carried_evidence_json`); what the
+    evidence lacks is refused before any elaboration."""
+    try:
+        earlier = read_text(args.evidence)
+        held = parse_fit_evidence(earlier, str(args.evidence))
+    except InputError as exc:
+        raise _Refused(str(exc), 2) from None
+    for name, _board, design in cases:
+        fit = held.design(name)
+        why = ("holds no design of that name" if fit is None else
+               "holds another design of that name" if fit.design != design else
+               "keeps no digest of its RTLIL and is of other RTL: synthesize it again"
+               if fit.source_sha256 is None and held.stale else None)
+        if why:
+            raise _Refused(f"--carry: {args.evidence}: {name}: {why}", 2)
+    try:
+        return carried_evidence_json(
+            earlier, {name: _digest(name, design) for name, _board, design in cases},
+            rtl_hash=rtl_hash(), rtl_revision=git_revision())
+    except ValueError as exc:  # this RTL gives another RTLIL
+        raise _Refused(f"--carry: {args.evidence}: {exc}", 1) from None
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
@@ -199,63 +255,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     except CalibrationError as exc:  # the boards' designs are chosen on the calibrated model
         print(f"heteroreason fit: error: {exc}", file=sys.stderr)
         return 2
-    if args.synthesize:
+    if args.synthesize or args.carry:
         try:
-            yosys = None if args.reread else native_yosys(args.yosys)
-        except RuntimeError as exc:
-            print(f"heteroreason fit: error: {exc}", file=sys.stderr)
-            return 2
-        records = []
-        with tempfile.TemporaryDirectory() as scratch:
-            for name, _board, design in cases:
-                work = (args.work or Path(scratch)) / name
-                if args.reread:
-                    try:
-                        record = reread_design(work, rtl_hash=rtl_hash())
-                    except ValueError as exc:
-                        print(f"heteroreason fit: error: --reread: {exc}", file=sys.stderr)
-                        return 2
-                    if record.design != design or record.name != name:
-                        print(f"heteroreason fit: error: --reread: {work} holds another "
-                              f"design than {name}'s", file=sys.stderr)
-                        return 2
-                    records.append(record)
-                    continue
-                note(f"synthesizing {name} ({design.preset}) in {work} ...")
-                records.append(synthesize_design(name, design, work, rtl_hash=rtl_hash(),
-                                                 yosys=yosys))
-        earlier = Path(target).read_text() if target is not None and Path(target).is_file() \
-            else None
-        text = evidence_json(records, rtl_hash=rtl_hash(), rtl_revision=git_revision(),
-                             earlier=earlier)
-        if target is not None:
-            write_evidence(target, text)
-        evidence_path = target or Path("(this run)")
-    elif args.carry:
-        try:  # what the evidence lacks is an error before any elaboration
-            earlier = read_text(args.evidence)
-            held = parse_fit_evidence(earlier, str(args.evidence))
-        except InputError as exc:
-            print(f"heteroreason fit: error: {exc}", file=sys.stderr)
-            return 2
-        for name, _board, design in cases:
-            fit = held.design(name)
-            why = ("holds no design of that name" if fit is None else
-                   "holds another design of that name" if fit.design != design else
-                   "keeps no digest of its RTLIL and is of other RTL: synthesize it again"
-                   if fit.source_sha256 is None and held.stale else None)
-            if why:
-                print(f"heteroreason fit: error: --carry: {args.evidence}: {name}: {why}",
-                      file=sys.stderr)
-                return 2
-        try:
-            text = carried_evidence_json(
-                earlier,
-                {name: _digest(name, design) for name, _board, design in cases},
-                rtl_hash=rtl_hash(), rtl_revision=git_revision())
-        except ValueError as exc:  # this RTL gives another RTLIL
-            print(f"heteroreason fit: error: --carry: {args.evidence}: {exc}", file=sys.stderr)
-            return 1
+            text = (_synthesized if args.synthesize else _carried)(args, cases, target)
+        except _Refused as exc:
+            print(f"heteroreason fit: error: {exc.args[0]}", file=sys.stderr)
+            return exc.args[1]
         if target is not None:
             write_evidence(target, text)
         evidence_path = target or Path("(this run)")

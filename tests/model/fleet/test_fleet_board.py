@@ -11,7 +11,7 @@ from heteroreason.model.fleet.verdict import cell_verdicts, fleet_verdict
 from heteroreason.model.fleet.workload import Arrivals, Workload, sample_workload
 from heteroreason.model.spec.numerics.qwen2_config import qwen2_config
 from heteroreason.model.system.config import ServingMode, system_config
-from heteroreason.model.timing.fpga.platform import BOARDS
+from heteroreason.model.timing.fpga.platform import BOARDS, ENGINE_CONTEXTS
 from heteroreason.model.workload.bundled import load_bundled
 
 SEED = 20261205
@@ -33,9 +33,9 @@ def test_the_artifact_board_holds_what_its_hbm_holds_and_the_rtl_one_problem():
     assert _spec().slots() == _naive_hbm_slots("u280-300") > 100
     assert _spec("rtl-u280-300").slots() == 1
     assert _spec("rtl-v80").slots() == 1
-    # the designs built for a pass of four: the MultiDraftEngine's 16 (docs/design.md §4.7)
-    assert _spec("rtl-u280-300-batch4").slots() == 16
-    assert _spec("rtl-v80-batch4").slots() == 16
+    # the designs built for a pass of four: the MultiDraftEngine's 32 (docs/design.md §4.7)
+    assert _spec("rtl-u280-300-batch4").slots() == ENGINE_CONTEXTS == 32
+    assert _spec("rtl-v80-batch4").slots() == ENGINE_CONTEXTS
     assert _spec("rtl-v80").hbm_slots() == _naive_hbm_slots("v80")
     # a what-if board: as many as asked, up to the HBM's
     assert _spec("rtl-u280-300", draft_slots=16).slots() == 16
