@@ -55,3 +55,20 @@ def artifact():
 @pytest.fixture(scope="session")
 def fixtures():
     return FIXTURES
+
+
+@pytest.fixture
+def stale_calibration(tmp_path, monkeypatch):
+    """The committed calibration as if of other RTL (hash all zeros), put where the boards'
+    designs are chosen from; its path."""
+    import json
+
+    from heteroreason.model.timing.fpga import calibration, platform
+
+    stale = tmp_path / "decoder_core.json"
+    obj = json.loads(calibration.CALIBRATION_FILE.read_text())
+    stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
+    monkeypatch.setattr(platform, "CALIBRATION_FILE", stale)
+    platform._committed_calibration.cache_clear()
+    yield stale
+    platform._committed_calibration.cache_clear()

@@ -121,22 +121,15 @@ def test_the_small_case_synthesized_and_placed(tmp_path):
     assert carried["source_sha256"] == design["source_sha256"]
 
 
-def test_a_stale_calibration_is_refused_before_any_elaboration(tmp_path, monkeypatch, capsys):
+def test_a_stale_calibration_is_refused_before_any_elaboration(tmp_path, stale_calibration,
+                                                              capsys):
     """The boards' designs are chosen on the calibrated model: a calibration of other RTL is an
     error naming the file, with exit status 2, not a traceback."""
     from heteroreason.commands import fit as command
-    from heteroreason.model.timing.fpga import calibration, platform
 
-    stale = tmp_path / "decoder_core.json"
-    obj = json.loads(calibration.CALIBRATION_FILE.read_text())
-    stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
-    monkeypatch.setattr(platform, "CALIBRATION_FILE", stale)
-    platform._committed_calibration.cache_clear()
-    try:
-        code = command.main(["--carry", "--board", "v80", "--write-evidence",
-                             str(tmp_path / "fit.json")])
-    finally:
-        platform._committed_calibration.cache_clear()
+    stale = stale_calibration
+    code = command.main(["--carry", "--board", "v80", "--write-evidence",
+                         str(tmp_path / "fit.json")])
     err = capsys.readouterr().err
     assert code == 2
     assert f"heteroreason fit: error: {stale}: calibrated on RTL 000000000000" in err

@@ -185,20 +185,10 @@ def test_the_script_refuses_bad_arguments(tmp_path, args, message):
 
 
 
-def test_a_stale_calibration_is_refused_before_any_replay(tmp_path, monkeypatch, capsys):
-    import json
-
-    from heteroreason.model.timing.fpga import calibration, platform
-    stale = tmp_path / "decoder_core.json"
-    obj = json.loads(calibration.CALIBRATION_FILE.read_text())
-    stale.write_text(json.dumps(obj | {"rtl_hash": "0" * 64}))
-    monkeypatch.setattr(platform, "CALIBRATION_FILE", stale)
-    platform._committed_calibration.cache_clear()
+def test_a_stale_calibration_is_refused_before_any_replay(tmp_path, stale_calibration, capsys):
     from heteroreason.commands import break_even as script
-    try:
-        code = script.main(["--configs", "config1", "--out", str(tmp_path / "be")])
-    finally:
-        platform._committed_calibration.cache_clear()
+    stale = stale_calibration
+    code = script.main(["--configs", "config1", "--out", str(tmp_path / "be")])
     err = capsys.readouterr().err
     assert code == 2
     assert f"break-even: error: {stale}: calibrated on RTL 000000000000" in err
