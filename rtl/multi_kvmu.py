@@ -278,9 +278,8 @@ class MultiKvmu(wiring.Component):
         last grant and the lowest request of all, each with the mask of the contexts above it
         (``x ^ (x - 1)`` is the lowest set bit of ``x`` and every bit below it). The output's
         fields are the granted context's, OR-ed under the one-hot grant (no chain of
-        ``contexts`` priority multiplexers): 10 levels of LUTs at 32 contexts (13 with the last
-        grant decoded, masked and reduced before the chain).
-        """
+        ``contexts`` priority multiplexers): 11 levels (LUTs and carry) at 32 contexts, the 300 MHz
+        budget (13 with the last grant decoded, masked and reduced before the chain)."""
         n = self.contexts
         every = (1 << n) - 1
         requests = Cat(*(kvmu.submit.valid for kvmu in self.kvmus))
