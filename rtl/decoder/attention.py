@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 from heteroreason.model import checks
 from heteroreason.model.spec.numerics.tables import EXP
 from heteroreason.rtl.compare import equals
+from heteroreason.rtl.decoder.attention_controls import AttentionControls
 from heteroreason.rtl.decoder.attention_memory import (
     AttentionMemory,
     kv_cache_rows,
@@ -60,7 +61,7 @@ __all__ = [
 ]
 
 
-class Attention(AttentionMemory, AttentionPhases, wiring.Component):
+class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Component):
     """Decode-time attention of ``heads`` query heads that share one KV head
     (:mod:`heteroreason.model.spec.numerics.qwen2_int8`, *Attention scores and softmax*).
 
@@ -285,7 +286,6 @@ class Attention(AttentionMemory, AttentionPhases, wiring.Component):
             s.step_last = Signal(name="step_last")  # the division's last step (registered)
             s.step_first = Signal(name="step_first")  # its first step (registered)
             s.acc = Signal(data.ArrayLayout(signed(32), nh * hd), name="acc", reset_less=True)
-            s.acc_clear = Signal(name="acc_clear")  # the division's last step: clear ``acc``
             s.beat = Signal(range(nh * hd // self._width + 1), name="beat")
         return s
 

@@ -120,7 +120,10 @@ class AttentionMemory:
             port = self.k_rows if kind == "k" else self.v_rows
             m.d.comb += port.ready.eq(in_pass)
             taken = port.valid & in_pass
-            rows = delay(m, port.payload, 1, name=f"{kind}_port_row", reset_less=True)
+            # the port's rows land in a fabric register of their own (kept: not packed into
+            # the multipliers' input registers), where a crossing from the memory's side ends
+            rows = delay(m, port.payload, 1, name=f"{kind}_port_row", reset_less=True,
+                         keep=True)
         else:
             taken = in_pass
             rows = data.View(group, s.k_rd if kind == "k" else s.v_rd)

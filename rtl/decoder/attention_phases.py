@@ -3,13 +3,11 @@ Attention`): the scores, their exponentials, the division, the weighted sum of v
 output, each elaborated from the job's signals ``j``; and the latencies the timing model
 reproduces."""
 
-from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
 
 from heteroreason.rtl.compare import equals, greater_split
 from heteroreason.rtl.decoder.mvu_stages import PACKED_LOW_BITS
 from heteroreason.rtl.decoder.pipeline import (
-    GROUP_BITS,
-    KEEP,
     REQUANT_LATENCY,
     StallingPipeline,
     delay,
@@ -210,8 +208,7 @@ class AttentionPhases:
             m.d.sync += [*steps, j.step.eq(j.step + 1), j.step_last.eq(equals(j.step, 45)),
                          j.step_first.eq(0)]
             with m.If(j.step_last):
-                self._next_pass(m, j, _DIVIDE, _ACCUMULATE)
-                m.d.comb += j.acc_clear.eq(1)  # (the accumulators: :meth:`_accumulate`)
+                self._next_pass(m, j, _DIVIDE, _ACCUMULATE)  # (``acc`` cleared: _accumulate)
 
     def _accumulate(self, m, mv, j) -> None:
         """The probability-weighted sum of the value rows: each row's probabilities
@@ -223,11 +220,11 @@ class AttentionPhases:
         floorplan may place apart from the scores); the flags and the control stay in ``m``."""
         hd, nr = self._head_dim, self._kv_rows
         values, valid, last = self._rows(m, j, _ACCUMULATE, "v")
-        valid = j.state[_ACCUMULATE] & delay(m, valid, accumulate_latency(nr) - 2,
-                                                     name="acc_valid")
+        # the rows' valid flag a stage short of the products (each group of accumulators
+        # registers its own copy of the last stage, :meth:`_accumulate_into`)
+        arrived_next = delay(m, valid, accumulate_latency(nr) - 3, name="acc_valid")
+        valid = j.state[_ACCUMULATE] & delay(m, arrived_next, 1, name="acc_valid_last")
         in_length = self._in_length(m, j, last, 0, "acc")
-        with mv.If(j.acc_clear):
-            mv.d.sync += j.acc.eq(0)
         # the exponentials were read with the rows; stage 2: registered beside the multipliers
         # (the quotients too: final since the division's last step, a cycle before)
         e = delay(mv, j.e_rd.data, 1, name="acc_e", reset_less=True)
@@ -252,6 +249,7 @@ class AttentionPhases:
                              reset_less=True)
                 probs[r][h] = delay(mv, (low + high)[30:47], 1, name=f"prob{h}_{r}_",
                                     reset_less=True)
+        sums = []
         for h in range(self._heads):
             for i in range(hd):
                 terms = []
@@ -263,35 +261,15 @@ class AttentionPhases:
                     terms.append(delay(mv, prob_i * rows[r][i], 2, name=f"pv{h}_{r}_{i}_",
                                        reset_less=True))
                 # the cycle's products summed (a registered tree), then the accumulator
-                term = terms[0] if nr == 1 else \
-                    tree_sum_pipelined(mv, terms, name=f"pv_sum{h}_{i}")
-                with mv.If(valid):
-                    mv.d.sync += j.acc[h * hd + i].eq(j.acc[h * hd + i] + term)
+                sums.append(terms[0] if nr == 1 else
+                            tree_sum_pipelined(mv, terms, name=f"pv_sum{h}_{i}"))
+        # cleared on the division's last step (registered from the step before it)
+        self._accumulate_into(mv, j, sums, clear_next=j.state[_DIVIDE] & equals(j.step, 45),
+                              arrived_next=arrived_next, accumulating=j.state[_ACCUMULATE])
         with m.If(valid):
             self._wrote(m, j)
             with m.If(j.done):
                 m.d.sync += [*_goto(j, _ACCUMULATE, _EMIT), j.beat.eq(0), j.issuing.eq(1)]
-
-    def _emit_select(self, mv, j, step) -> Value:
-        """The accumulators' beat ``j.beat``, each :data:`_SELECT_BITS` bits chosen by a copy of
-        the beat counter of its own (kept apart in synthesis), stepped with it (``step``)."""
-        chunk_bits = 32 * self._width
-        beats = self._heads * self._head_dim // self._width
-        words = j.acc.as_value()
-        out = Signal(chunk_bits, name="emit_select")
-        for s, lo in enumerate(range(0, chunk_bits, _SELECT_BITS)):
-            hi = min(chunk_bits, lo + _SELECT_BITS)
-            copy = Signal.like(j.beat, name=f"emit_beat{s}", attrs=KEEP)
-            with mv.If(j.state[_ACCUMULATE]):  # before the job's first beat
-                mv.d.sync += copy.eq(0)
-            with mv.If(step):
-                mv.d.sync += copy.eq(copy + 1)
-            with mv.Switch(copy):
-                for b in range(beats):
-                    with mv.Case(b):
-                        mv.d.comb += out[lo:hi].eq(
-                            words[b * chunk_bits + lo:b * chunk_bits + hi])
-        return out
 
     def _emit(self, m, mv, j) -> None:
         """The requantized outputs, ``width`` a beat, through a pipeline that stalls with ``out``
@@ -306,21 +284,19 @@ class AttentionPhases:
             m.d.sync += j.beat.eq(j.beat + 1)
             with m.If(last):
                 m.d.sync += j.issuing.eq(0)
-        chunk = pipe.stage(self._emit_select(mv, j, emitting & pipe.advance), "emit_chunk")
+        chunk = pipe.stage(self._emit_select(mv, j, emitting & pipe.advance,
+                                             first=j.state[_ACCUMULATE]), "emit_chunk")
         # the job's output scale, copied beside the requantizers (set at the hand-over)
         mult = delay(mv, j.job.out_mult, 1, name="out_mult", reset_less=True)
         shift = delay(mv, j.job.out_shift, 1, name="out_shift", reset_less=True)
         for k in range(width):
             mv.d.comb += self.out.payload.value[k].eq(requantize_pipelined(
                 mv, chunk[32 * k:32 * (k + 1)].as_signed(), mult, shift,
-                Const(0, 2), widths=(8,), en=pipe.advance, name=f"out{k}"))
+                Const(0, 2), widths=(8,), en=pipe, name=f"out{k}"))
         mv.d.comb += [self.out.valid.eq(pipe.out_valid),
                       self.out.payload.last.eq(pipe.out_tag)]
         with m.If(self.out.valid & self.out.ready & self.out.payload.last):
             m.d.sync += _goto(j, _EMIT, _B_IDLE)
-
-
-_SELECT_BITS = GROUP_BITS // 4  # bits of an output beat a copy of its beat counter selects
 
 
 def _goto(j, source: int, target: int) -> list:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from amaranth.hdl import Cat, Const, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Shape, Signal, Value, ValueCastable, signed, unsigned
 from amaranth.lib import data
 
 from heteroreason.model import checks
@@ -22,6 +22,7 @@ __all__ = [
     "KEEP",
     "MAX_FANOUT",
     "REQUANT_LATENCY",
+    "Mirrored",
     "StallingPipeline",
     "delay",
     "requantize_pipelined",
@@ -70,32 +71,101 @@ def delay(m, value, cycles: int, *, name: str = "delayed", reset_less: bool = Fa
     return value
 
 
+class Mirrored(ValueCastable):
+    """A register and ``copies`` copies of it that every assignment sets alike (kept apart in
+    synthesis): a control that would reach more than :data:`GROUP_BITS` bits reaches a group's
+    through its copy. As a value it is the register; :meth:`eq` assigns all of them.
+
+    Members
+    -------
+    value : Signal
+        The register.
+    """
+
+    def __init__(self, copies: int, *, name: str, shape=1, init: int = 0):
+        checks.integer("copies", copies, low=1)
+        self.value = Signal(shape, name=name, init=init)
+        self._copies = [Signal(shape, name=f"{name}_copy{k}", init=init, attrs=KEEP)
+                        for k in range(copies)]
+
+    def shape(self):
+        return self.value.shape()
+
+    def as_value(self):
+        return self.value
+
+    def copy(self, index: int):
+        """Copy ``index`` (of ``copies``): equal to the register every cycle."""
+        return self._copies[index]
+
+    def eq(self, value):
+        """The assignments that set the register and its copies to ``value``."""
+        return [s.eq(value) for s in (self.value, *self._copies)]
+
+    def __invert__(self):
+        return ~self.value
+
+    def __and__(self, other):
+        return self.value & other
+
+    def __rand__(self, other):
+        return other & self.value
+
+    def __or__(self, other):
+        return self.value | other
+
+    def __ror__(self, other):
+        return other | self.value
+
+
 class StallingPipeline:
     """The control of a pipeline that stalls as a whole: ``latency`` stages advance together
     while the last is empty or its result is taken (``ready``). The caller drives ``issue``
     (a new element enters the first stage on an advance) and ``issue_tag`` (a bit that travels
     with it, such as ``last``), and registers its data with :meth:`stage`.
 
+    The advance reaches every register of every stage: a wide pipeline's registers take it
+    from copies (:meth:`enable`), each made of a kept copy of the last stage's valid flag and
+    driving at most :data:`GROUP_BITS` register bits.
+
     Members
     -------
     advance : Signal
-        The stages move this cycle.
+        The stages move this cycle (the control's own registers and the caller's few).
     issue, issue_tag : Signal
         Driven by the caller.
     """
 
     def __init__(self, m, latency: int, *, ready, name: str = "pipe"):
         checks.integer("latency", latency, low=1)
-        self._m = m
+        self._m, self._name, self._ready = m, name, ready
         self.advance = Signal(name=f"{name}_advance")
         self.issue = Signal(name=f"{name}_issue")
         self.issue_tag = Signal(name=f"{name}_issue_tag")
         self._valid = Signal(latency, name=f"{name}_valid")
         self._tag = Signal(latency, name=f"{name}_tag")
+        self._copies = []  # [advance copy, register bits it drives]
         m.d.comb += self.advance.eq(~self._valid[-1] | ready)
         with m.If(self.advance):
             m.d.sync += [self._valid.eq(Cat(self.issue, self._valid[:-1])),
                          self._tag.eq(Cat(self.issue_tag, self._tag[:-1]))]
+
+    def enable(self, bits: int):
+        """An advance for ``bits`` more register bits: the newest copy while it drives at most
+        :data:`GROUP_BITS` with them, else a new copy (its own kept copy of the last stage's
+        valid flag, set as the flag is, and its own ``~valid | ready``)."""
+        checks.integer("bits", bits, low=1)
+        if not self._copies or (self._copies[-1][1] + bits > GROUP_BITS
+                                and self._copies[-1][1] > 0):
+            k = len(self._copies)
+            last = Signal(name=f"{self._name}_last{k}", attrs=KEEP)
+            advance = Signal(name=f"{self._name}_advance{k}", attrs=KEEP)
+            with self._m.If(self.advance):
+                self._m.d.sync += last.eq(Cat(self.issue, self._valid)[-2])
+            self._m.d.comb += advance.eq(~last | self._ready)
+            self._copies.append([advance, 0])
+        self._copies[-1][1] += bits
+        return self._copies[-1][0]
 
     @property
     def out_valid(self):
@@ -113,9 +183,10 @@ class StallingPipeline:
         return self._valid.any()
 
     def stage(self, value, name: str, shape=None):
-        """``value`` registered as the stages advance (a data register, without reset)."""
+        """``value`` registered as the stages advance (a data register, without reset; its
+        enable from a copy of the advance, :meth:`enable`)."""
         reg = Signal(shape or Value.cast(value).shape(), name=name, reset_less=True)
-        with self._m.If(self.advance):
+        with self._m.If(self.enable(Shape.cast(reg.shape()).width)):
             self._m.d.sync += reg.eq(value)
         return reg
 
@@ -158,7 +229,8 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
     the DSPs), for a signed ``acc`` of at most 48 bits, an unsigned 31-bit ``mult`` and
     a ``shift`` in 1..63 (``quant_multiplier``'s range). Returns the signed 32-bit result
     (``acc``, ``mult``, ``shift`` and ``bits_select`` must be registers of the same cycle).
-    With ``en`` the stages advance only while it is high (a pipeline that stalls as a whole).
+    With ``en`` (a :class:`StallingPipeline`) the stages advance with the pipeline, each
+    register's enable from a copy of its advance.
 
     Long because: its ten stages read best in order, each a few lines."""
     if len(acc) > 48 or len(mult) > 31:
@@ -178,7 +250,7 @@ def requantize_pipelined(m, acc, mult, shift, bits_select, *, widths=(8, 16, 32)
         if en is None:
             m.d.sync += r.eq(value)
         else:
-            with m.If(en):
+            with m.If(en.enable(len(r))):
                 m.d.sync += r.eq(value)
         return r
 

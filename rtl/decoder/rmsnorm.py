@@ -3,7 +3,7 @@ rules (:mod:`heteroreason.model.spec.numerics.qwen2_int8`, *RMSNorm*)."""
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -261,13 +261,14 @@ class RmsNorm(wiring.Component):
                     m.d.sync += [lane.eq(0), row.eq(row + 1)]
                 with m.If(final):
                     m.d.sync += state.eq(_IDLE)
-        m.d.comb += [read.addr.eq(row), read.en.eq(advance)]
+        m.d.comb += [read.addr.eq(row),
+                     read.en.eq(pipe.enable(Value.cast(read.data).shape().width))]
         vars(st).update(g=g)
 
     def _emit(self, m, st):
         """The output pipeline's stages: each element times the inverse root, rounded out."""
         width, read, lane, inv, amount = st.width, st.read, st.lane, st.inv, st.amount
-        pipe, advance, stage, shifted, g = st.pipe, st.advance, st.stage, st.shifted, st.g
+        pipe, stage, shifted, g = st.pipe, st.stage, st.shifted, st.g
         # stage 1: the buffer row, the lane, the gain; 2: the element; 3-4: element * inv as two
         # registered partial products; 5: their sum; 6: its shift less one; 7: rounded
         lane_1 = stage(lane, "lane_1")
@@ -295,7 +296,7 @@ class RmsNorm(wiring.Component):
             shifted = stage(scaled >> amount_m1, f"shifted{tag}", signed(16 + 25))
             normalized = stage((shifted + 1) >> 1, f"normalized{tag}", signed(16 + 25))
             values.append(requantize_pipelined(m, normalized, mult, shift, Const(0, 2),
-                                               widths=(8,), en=advance, name=f"out{tag}"))
+                                               widths=(8,), en=pipe, name=f"out{tag}"))
         value = self.y.payload.value
         m.d.comb += [self.y.valid.eq(pipe.out_valid),
                      *([value.eq(values[0])] if g == 1 else

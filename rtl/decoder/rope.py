@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -160,11 +160,12 @@ class Rope(wiring.Component):
         rounded out."""
         own, partner, inc, cos_rds, sin_rds = st.own, st.partner, st.inc, st.cos_rds, st.sin_rds
         position, index, pipe, second, freq = st.position, st.index, st.pipe, st.second, st.freq
-        width, half_beats, advance, stage = st.width, st.half_beats, st.advance, st.stage
+        width, half_beats, stage = st.width, st.half_beats, st.stage
         # stage 1: the beat, its partner and the increments (synchronous reads)
         m.d.comb += [inc.addr.eq(freq), own.addr.eq(index),
                      partner.addr.eq(freq + (~second) * half_beats),
-                     inc.en.eq(advance), own.en.eq(advance), partner.en.eq(advance)]
+                     *(rd.en.eq(pipe.enable(Value.cast(rd.data).shape().width))
+                       for rd in (inc, own, partner))]
         second_1 = stage(second, "second_1")
         for k in range(width):
             # stages 2: the increments; 3-4: pos * inc mod 2**32 from two registered partial
@@ -177,7 +178,8 @@ class Rope(wiring.Component):
             table_index = Signal(ROPE_BITS, name=f"table_index{k}")
             m.d.comb += [table_index.eq((phase[31 - ROPE_BITS:] + 1)[1:ROPE_BITS + 1]),
                          cos_rds[k].addr.eq(table_index), sin_rds[k].addr.eq(table_index),
-                         cos_rds[k].en.eq(advance), sin_rds[k].en.eq(advance)]
+                         *(rd.en.eq(pipe.enable(Value.cast(rd.data).shape().width))
+                           for rd in (cos_rds[k], sin_rds[k]))]
             mine, other, sub = own.data[k], partner.data[k], ~second_1
             for n in range(2, 8):
                 mine = stage(mine, f"mine{n}_{k}")

@@ -24,6 +24,7 @@ from heteroreason.rtl.decoder.operators import (
     lm_head_pc,
 )
 from heteroreason.rtl.decoder.params import DecoderParams
+from heteroreason.rtl.decoder.pipeline import GROUP_BITS, Mirrored
 from heteroreason.rtl.decoder.scratchpad import (
     READ_LATENCY,
     SCRATCH_BUFFERS,
@@ -49,6 +50,9 @@ FEEDS = ("embed_param", "embed_row", "feed_norm", "loading", "feed_rope", "gathe
 # an operator's first phase sends its unit a command: the flag of its valid
 COMMAND_FLAGS = {Unit.NORM: "cmd_norm", Unit.MATVEC: "cmd_mvu", Unit.ROPE: "cmd_rope",
                  Unit.ATTENTION: "cmd_att"}
+# the flags that load the beat: a copy a group of its bits (:class:`~heteroreason.rtl.decoder.
+# pipeline.Mirrored`)
+BEAT_FLAGS = ("embed_row", "loading")
 # the operators a batch runs token by token (the matrix-vector ones take every token's vector
 # in one job; the SiLU table is the layer's)
 PER_TOKEN = frozenset({Unit.EMBED, Unit.NORM, Unit.ROPE, Unit.KV_WRITE, Unit.ATTENTION})
@@ -105,23 +109,23 @@ class Sequencer(SequencerStreams, SequencerCases):
         self.beat = Signal(data.ArrayLayout(signed(8), p.beat_bytes), reset_less=True)
         self.row = Signal(data.ArrayLayout(signed(8), c.head_dim))
         self.krow = Signal(data.ArrayLayout(signed(8), c.head_dim))
-        # a gather's rows go to ``krow`` (a head's K rows for its KV write) or ``row``:
-        # registered as the gather begins (see :meth:`gathers`)
+        # a gather's rows go to ``krow`` (K rows for a KV write) or ``row`` (:meth:`gathers`)
         self.gather_k = Signal(name="gather_k")
-        self.have = Signal()
-        # a product's vector: the rows loaded from now on are past it (registered as its last
-        # is loaded; cleared as an operator begins)
-        self.padding = Signal(name="padding")
+        # the beat's controls (and its loading flags): a copy a group of bits (:meth:`feeds`)
+        groups = -(-8 * p.beat_bytes // GROUP_BITS)
+        self.have = Mirrored(groups, name="have")
+        # the rows loaded from now on are past the vector (set as its last loads, then cleared)
+        self.padding = Mirrored(groups, name="padding")
         self.p_mult, self.p_shift = Signal(unsigned(31)), Signal(unsigned(6))
-        # a matrix-vector operator's weights flow, and where its results go: registered as
-        # the operator enters its streaming phase, so that no program-counter decode lies
-        # between the streams and the unit's take (see :meth:`matvec_streams`)
+        # a matrix-vector operator's weights flow, and where its results go: registered as it
+        # enters its streaming phase, no program-counter decode before the unit's take
         self.streaming = Signal(name="streaming")
         self.sink_of = {sink: Signal(name=f"sink_{sink.value}") for sink in Sink}
         # likewise every other handshake with a prefetch buffer, a reader or a unit's data
         # stream: a flag registered as the operator enters the phase that makes it (see
         # :meth:`feeds`)
-        self.flag = {name: Signal(name=name) for name in FEEDS}
+        self.flag = {name: Mirrored(groups, name=name) if name in BEAT_FLAGS else
+                     Signal(name=name) for name in FEEDS}
         self.head_rows = c.head_dim // p.vector_width  # scratchpad rows of a head
         self.index_bits = max(1, (self.head_rows - 1).bit_length())
         # the first element of the buffer the operator writes (registered as it begins)

@@ -45,8 +45,7 @@ class SequencerCases:
                 m.d.sync += [have.eq(1), lane.eq(0)]
             with m.Elif(have):  # an element a cycle into the requantizer, the next one down
                 m.d.comb += self.embed_pick.eq(1)
-                m.d.sync += [i.eq(i + 1), lane.eq(lane + 1),
-                             self.beat.as_value().eq(self.beat.as_value() >> 8)]
+                m.d.sync += [i.eq(i + 1), lane.eq(lane + 1)]  # (the beat shifted: feeds)
                 with m.If(equals(lane, self.p.beat_bytes - 1)):
                     m.d.sync += have.eq(0)
                 with m.If(equals(i, self.c.hidden - 1)):

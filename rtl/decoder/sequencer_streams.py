@@ -3,11 +3,12 @@ handshakes of the prefetch buffers, the readers and the units, their payloads, t
 every operator's writes into the scratchpad, each elaborated once outside the operators'
 cases from the registered flags, so that no program-counter decode reaches them."""
 
-from amaranth.hdl import Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.arith import saturate
 from heteroreason.rtl.decoder.operators import Sink
+from heteroreason.rtl.decoder.pipeline import GROUP_BITS
 
 __all__ = ["SequencerStreams"]
 
@@ -15,6 +16,33 @@ __all__ = ["SequencerStreams"]
 class SequencerStreams:
     """The streams' half of :class:`~heteroreason.rtl.decoder.sequencer.Sequencer` (its state:
     the sequencer's constructor)."""
+
+    def _load_beat(self, reader) -> None:
+        """The beat: the embedding's row from the weights, shifted down a byte as each element
+        is picked (:meth:`embed`); a product's vector, a scratchpad row at a time shifted in
+        from the top of its ``lanes`` bytes (rows past the vector, from ``count[0]`` on, are
+        zeros). Each :data:`GROUP_BITS` bits take their enables from their own copies of the
+        flags (no control reaches the whole beat, no lane decode reaches any of it)."""
+        m, f, w = self.m, self.flag, self.w
+        beat, data = self.beat.as_value(), Value.cast(w.data)
+        row_bits, vector_bits = 8 * self.p.vector_width, 8 * self.p.lanes
+        shifted_down = Cat(beat[8:], Const(0, 8))
+        vector = beat[:vector_bits]
+        shifted_in = Cat(vector[row_bits:], Const(0, row_bits))  # the new row, set per group
+        for k, lo in enumerate(range(0, len(beat), GROUP_BITS)):
+            hi = min(len(beat), lo + GROUP_BITS)
+            have, padding = self.have.copy(k), self.padding.copy(k)
+            embedding, loading = f["embed_row"].copy(k), f["loading"].copy(k)
+            with m.If(embedding & ~have & w.valid):
+                m.d.sync += beat[lo:hi].eq(data[lo:hi])
+            with m.Elif(embedding & have):
+                m.d.sync += beat[lo:hi].eq(shifted_down[lo:hi])
+            if lo < vector_bits:
+                top = min(hi, vector_bits)
+                row = Mux(padding, 0, self.sp.low_bytes(reader.row))
+                new = Cat(shifted_in[:vector_bits - row_bits], row)
+                with m.If(loading & ~have & (padding | reader.valid)):
+                    m.d.sync += beat[lo:top].eq(new[lo:top])
 
     def feeds(self) -> None:
         """The handshakes of the prefetch buffers, the first reader and the units' data
@@ -28,17 +56,11 @@ class SequencerStreams:
         m.d.sync += self.sampler_idle.eq(u.sampler.logits.ready)
         reader, mvu, norm, rope, att, swiglu = (sp.reader0, u.mvu, u.norm, u.rope, u.att,
                                                 u.swiglu)
-        # the beat: the embedding's row from the weights; a product's vector, a scratchpad row
-        # at a time (``i`` counts them, ``lane`` within the beat; rows past the vector, from
-        # ``count[0]`` on, are zeros)
-        beat, vw = self.beat.as_value(), self.p.vector_width
-        with m.If(f["embed_row"] & ~self.have & w.valid):
-            m.d.sync += beat.eq(w.data)
-        with m.If(f["loading"] & ~self.have & (self.padding | reader.valid)):
-            m.d.sync += beat.word_select(self.lane, 8 * vw).eq(
-                Mux(self.padding, 0, sp.low_bytes(reader.row)))
-            with m.If(self.i + 1 == self.count[0]):  # the vector's last row
-                m.d.sync += self.padding.eq(1)
+        self._load_beat(reader)
+        # the vector's last row
+        with m.If(f["loading"] & ~self.have & (self.padding | reader.valid)
+                  & (self.i + 1 == self.count[0])):
+            m.d.sync += self.padding.eq(1)
         m.d.comb += [
             w.ready.eq((self.streaming & mvu.weights.ready) | (f["embed_row"] & ~self.have)),
             param.ready.eq((self.streaming & mvu.rowparam.ready) | f["embed_param"]

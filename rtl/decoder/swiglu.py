@@ -1,6 +1,6 @@
 """SwiGLU unit: ``act = requant8(SILU[gate] * up)`` with a loadable 256-entry SiLU table."""
 
-from amaranth.hdl import Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -104,13 +104,14 @@ class SwiGlu(wiring.Component):
             tag = "" if k == 1 else str(lane)  # (one lane: the names of a single lane)
             gate = self.x.payload.gate if k == 1 else self.x.payload.gate[lane]
             up = self.x.payload.up if k == 1 else self.x.payload.up[lane]
-            m.d.comb += [read.addr.eq(gate.as_unsigned() ^ 0x80), read.en.eq(pipe.advance)]
+            m.d.comb += [read.addr.eq(gate.as_unsigned() ^ 0x80),
+                         read.en.eq(pipe.enable(Value.cast(read.data).shape().width))]
             up_2 = pipe.stage(pipe.stage(up, f"up{tag}"), f"up{tag}_2")
             silu_2 = pipe.stage(read.data, f"silu{tag}_2")
             product = pipe.stage(pipe.stage(silu_2 * up_2, f"product{tag}_m"), f"product{tag}",
                                  signed(24))
             values.append(requantize_pipelined(m, product, mult, shift, Const(0, 2),
-                                               widths=(8,), en=pipe.advance, name=f"act{tag}"))
+                                               widths=(8,), en=pipe, name=f"act{tag}"))
         value = self.y.payload.value
         m.d.comb += [
             self.y.valid.eq(pipe.out_valid),

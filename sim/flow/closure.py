@@ -24,6 +24,7 @@ from heteroreason.sim.flow.ecp5_dsp_pack import pack_dsp_registers
 from heteroreason.sim.flow.io_ring import IoRing
 from heteroreason.sim.flow.logic_depth import DepthReport, netlist_depth
 from heteroreason.sim.flow.rom_ports import split_rom_read_ports
+from heteroreason.sim.flow.synth import KEEP_DRIVERS
 from heteroreason.sim.flow.toolchain import SimulatorNotFound, yowasp_tool
 
 __all__ = [
@@ -126,11 +127,9 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float, what: str) -> str:
     return log
 
 
-# After reading the Verilog: the flip-flops of the signals the RTL marks ``keep`` (deliberate
-# register copies, one beside each unit they feed) are kept too, so that opt_merge does not fold
-# the copies back into one register (Yosys keeps a cell, not the cells driving a kept wire)
-_READ = "read_verilog {top}.v; proc; setattr -set keep 1 w:* a:keep %i %ci1 c:* %i"
-_READ_RTLIL = "read_rtlil {top}.il; proc; setattr -set keep 1 w:* a:keep %i %ci1 c:* %i"
+# after reading the design, the drivers of the signals the RTL marks ``keep`` are kept too
+_READ = "read_verilog {top}.v; proc; " + KEEP_DRIVERS
+_READ_RTLIL = "read_rtlil {top}.il; proc; " + KEEP_DRIVERS
 
 
 def _work_dir(root: Path, top: str, text: str, options: str) -> Path:

@@ -39,7 +39,8 @@ __all__ = ["FIT_FORMAT", "FIT_METHOD", "FitRecord", "carried_evidence_json", "de
 FIT_FORMAT = "heteroreason-fit/1"
 FIT_METHOD = ("Amaranth RTLIL (zero initial contents left out; read-only tables of more than "
               "two read ports copied a pair of ports each, sim/flow/rom_ports.py) -> native "
-              "Yosys synth_xilinx -family xcup -noiopad -uram, hierarchy kept; units: the top's "
+              "Yosys synth_xilinx -family xcup -noiopad -uram, hierarchy kept, kept signals' "
+              "drivers kept, without xilinx_dffopt (sim/flow/synth.py); units: the top's "
               "children, their cells summed; fanout flattened through the hierarchy "
               "(sim/flow/hierarchy.py)")
 

@@ -1,7 +1,8 @@
 """A design synthesized for UltraScale+ with its hierarchy kept: resources per unit, the bits
 between units, the largest nets by load, and whether each unit's ports are registered.
 
-One synthesis of the whole top (``synth_xilinx -family xcup -noiopad -uram``, not flattened)
+One synthesis of the whole top (``synth_xilinx -family xcup -noiopad -uram``, not flattened;
+the drivers of kept signals kept, without ``xilinx_dffopt``: :mod:`.synth`)
 gives every unit, the children of the top as Amaranth names them (``mvu``, ``att``, ``wbuf``,
 ...), its own module. Its cells, summed over its own children, are the unit's resources; the
 top's own cells are the ``glue`` (sequencer, scratchpads, sinks). The netlist, written as BLIF
@@ -34,7 +35,13 @@ from heteroreason.sim.flow.blif_netlist import CONSTANTS as _CONSTANTS
 from heteroreason.sim.flow.blif_netlist import NetlistModule
 from heteroreason.sim.flow.blif_netlist import read_modules as _modules
 from heteroreason.sim.flow.blif_netlist import read_ports as _ports
-from heteroreason.sim.flow.synth import SynthesizedResources, read_stat_json, summarize_cells
+from heteroreason.sim.flow.synth import (
+    KEEP_DRIVERS,
+    SynthesizedResources,
+    read_stat_json,
+    summarize_cells,
+    xcup_without_dffopt,
+)
 
 __all__ = ["FIT_TIMEOUT_S", "GLUE", "PORTS", "SPLIT_UNITS", "HierarchySynthesis", "Link",
            "NetLoad", "PortRegistration", "read_hierarchy", "synthesize_hierarchy"]
@@ -104,8 +111,8 @@ def synthesize_hierarchy(rtlil_file: Path, top: str, *, yosys: str = "yosys",
     read it back (``keep``: how many of the largest nets to report)."""
     rtlil_file = Path(rtlil_file).resolve()
     work = rtlil_file.parent
-    script = (f"read_rtlil {rtlil_file.name}; "
-              f"synth_xilinx -family xcup -noiopad -uram -top {top}; "
+    script = (f"read_rtlil {rtlil_file.name}; proc; {KEEP_DRIVERS}; "
+              f"{xcup_without_dffopt(f'-noiopad -uram -top {top}')}; "
               f"tee -q -o {top}.stat.json stat -json; write_blif -blackbox -conn {top}.blif")
     try:
         proc = subprocess.run([yosys, "-q", "-p", script], cwd=work, capture_output=True,

@@ -16,7 +16,28 @@ from pathlib import Path
 
 from heteroreason.sim.flow.toolchain import yowasp_tool
 
-__all__ = ["SynthesizedResources", "read_stat_json", "summarize_cells", "synthesize_resources"]
+__all__ = ["KEEP_DRIVERS", "SynthesizedResources", "read_stat_json", "summarize_cells",
+           "synthesize_resources", "xcup_without_dffopt"]
+
+# After reading the design (and ``proc``): the flip-flops of the signals the RTL marks ``keep``
+# (deliberate register copies, one beside each unit or group of bits they feed) are kept too,
+# so that opt_merge does not fold the copies back into one register (Yosys keeps a cell, not
+# the cells driving a kept wire; Vivado keeps a KEEP net's driver apart, UG901 "KEEP")
+KEEP_DRIVERS = "setattr -set keep 1 w:* a:keep %i %ci1 c:* %i"
+
+
+def xcup_without_dffopt(options: str) -> str:
+    """``synth_xilinx -family xcup`` with ``options``, its steps run in order but for
+    ``xilinx_dffopt`` (Yosys 0.23's ``map_luts`` for UltraScale+ spelled out, less that pass).
+    That pass folds a flip-flop's enable into the LUT before its D input, reaching through a
+    kept copy of an enable to the net the copy was made from: one net would drive every
+    group's flip-flops again, which the copies exist to prevent."""
+    synth = f"synth_xilinx -family xcup {options}"
+    return (f"{synth} -run :map_luts; opt_expr -mux_undef -noclkinv; "
+            "abc -luts 2:2,3,6:5,10,20; clean; techmap -map +/xilinx/ff_map.v; "
+            "xilinx_srl -fixed -minlen 3; "
+            "techmap -map +/xilinx/lut_map.v -map +/xilinx/cells_map.v -D LUT_WIDTH=6; "
+            f"opt_lut_ins -tech xilinx; {synth} -run finalize:")
 
 
 @dataclass(frozen=True)

@@ -123,20 +123,20 @@ def synthesized_points(designs: Iterable) -> list[UnitPoint]:
 
 
 # fit_unit_lines over these designs of the fit evidence (data/fit_evidence.json, RTL
-# 2b29b4b50f3a: the small core and the U280 design's full-width core, 448 lanes x 4 rows);
+# 6b1df801eed4: the small core and the U280 design's full-width core, 448 lanes x 4 rows);
 # another design there is out of sample
 FITTED_ON = ("small", "u280-300")
 COEFFICIENTS: Mapping[str, UnitLine] = {
-    "att": UnitLine(lut=(1584.333, 35.885), ff=(3657.148, 51.638), points=2, worst=0.0),
-    "att.pv": UnitLine(lut=(4996.222, 56.043), ff=(5897.481, 75.524), points=2, worst=0.0),
-    "glue": UnitLine(lut=(2619.615, 27.151), ff=(4660.154, 44.647), points=2, worst=0.0),
-    "mvu": UnitLine(lut=(3126.615, 29.151), ff=(4335.923, 58.321), points=2, worst=0.0),
-    "norm": UnitLine(lut=(430.667, 797.917), ff=(394.0, 1016.0), points=2, worst=0.0),
-    "pbuf": UnitLine(lut=(37.667, -0.083), ff=(25.0, 0.0), points=2, worst=0.0003),
-    "rope": UnitLine(lut=(-34.333, 98.667), ff=(-68.333, 238.542), points=2, worst=0.0),
-    "sampler": UnitLine(lut=(335.254, 0.0), ff=(297.031, 0.0), points=2, worst=0.1133),
-    "swiglu": UnitLine(lut=(1511.46, 0.0), ff=(1960.0, 0.0), points=2, worst=0.0037),
-    "wbuf": UnitLine(lut=(31.6, 0.013), ff=(24.2, 0.003), points=2, worst=0.0138),
+    "att": UnitLine(lut=(1452.296, 34.902), ff=(3730.593, 67.194), points=2, worst=0.0),
+    "att.pv": UnitLine(lut=(5078.815, 56.175), ff=(6456.074, 94.561), points=2, worst=0.0),
+    "glue": UnitLine(lut=(2474.846, 18.931), ff=(4699.0, 44.688), points=2, worst=0.0),
+    "mvu": UnitLine(lut=(3103.385, 29.161), ff=(4775.923, 58.321), points=2, worst=0.0),
+    "norm": UnitLine(lut=(307.0, 806.625), ff=(615.667, 1195.167), points=2, worst=0.0),
+    "pbuf": UnitLine(lut=(31.0, -0.0), ff=(25.0, 0.0), points=2, worst=0.0),
+    "rope": UnitLine(lut=(-27.667, 99.333), ff=(-76.667, 256.958), points=2, worst=0.0),
+    "sampler": UnitLine(lut=(352.909, 0.0), ff=(297.031, 0.0), points=2, worst=0.1133),
+    "swiglu": UnitLine(lut=(1463.966, 0.0), ff=(2564.0, 0.0), points=2, worst=0.0034),
+    "wbuf": UnitLine(lut=(29.067, 0.008), ff=(24.2, 0.003), points=2, worst=0.0306),
 }
 
 

@@ -89,6 +89,33 @@ def test_ingest_then_draft(tiny_model, vector_width):
     assert got == greedy_continuation(tiny_model, prompt, 2)
 
 
+# the modules whose controls are replicated a copy a group of GROUP_BITS bits
+_GROUPED = ("pipeline", "sequencer", "sequencer_streams", "scratchpad", "attention_controls")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rows_per_beat", [1, 2])  # 2: the beat wider than the vector
+def test_the_replicated_controls_in_groups_of_a_few_bits(tiny_model, monkeypatch, rows_per_beat):
+    """Every replicated control (the beat's loads and shifts, the pipelines' advances, the
+    attention's clears, adds and output selects, the prefetch buffers' selects) in groups of
+    40 bits, which split the beat's rows and bytes, so that each is built of many copies,
+    as at full width (a group of 1,024 bits: a small core has one): the samples still equal
+    the reference's."""
+    import importlib
+
+    for name in _GROUPED:
+        module = importlib.import_module(f"heteroreason.rtl.decoder.{name}")
+        monkeypatch.setattr(module, "GROUP_BITS", 40)
+    monkeypatch.setattr(importlib.import_module("heteroreason.rtl.decoder.attention_controls"),
+                        "_SELECT_BITS", 10)
+    prompt = [5, 77]
+    schedule = [(5, 0, 0), (77, 1, 1), "draft"]
+    got = run_core(tiny_model, 16, 0.2, schedule, seed=2, latency=3,
+                   stream_bytes=16 * rows_per_beat, heads_parallel=2, weight_buffer=32,
+                   vector_width=4, param_width=rows_per_beat, rows_per_beat=rows_per_beat)
+    assert got == greedy_continuation(tiny_model, prompt, 2), "seed=2"
+
+
 def run_batched_core(model, lanes, stall, batches, *, seed, batch, latency=0, **options):
     """Feed ``batches`` — (tokens, pos, keep) for host tokens at ``pos``, ``pos + 1``, ...
     (at most ``batch`` of them), or ``"draft"`` to feed back the last sample at the next

@@ -1,7 +1,9 @@
 # amaranth: UnusedElaboratable=no
 """The registered arithmetic against the integer reference: the pipelined requantizer on random
 accumulators of every width it takes, every shift and every output width, and the pipelined
-adder tree; each result exactly ``REQUANT_LATENCY`` (``tree_latency``) cycles after its input."""
+adder tree; each result exactly ``REQUANT_LATENCY`` (``tree_latency``) cycles after its input;
+the replicated controls (``Mirrored``, a stalling pipeline's advance copies) equal what they
+copy every cycle."""
 
 import numpy as np
 import pytest
@@ -10,7 +12,10 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.spec.numerics.qwen2_int8 import requant
 from heteroreason.rtl.decoder.pipeline import (
+    GROUP_BITS,
     REQUANT_LATENCY,
+    Mirrored,
+    StallingPipeline,
     requantize_pipelined,
     tree_latency,
     tree_sum_pipelined,
@@ -94,3 +99,72 @@ def test_tree_sums_after_its_latency(terms, first):
 def test_tree_levels_are_checked():
     with pytest.raises(ValueError, match=r"^first_stage_levels must be 1 to 2, not 3$"):
         tree_latency(8, first_stage_levels=3)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_mirrored_copies_equal_their_register_every_cycle(seed):
+    """A register and its copies under random assignments, in branches of their own: every
+    copy equals the register every cycle."""
+    rng = np.random.default_rng(seed)
+    m = Module()
+    sel, value = Signal(2), Signal(4)
+    mirrored = Mirrored(3, name="flag", shape=4, init=5)
+    with m.Switch(sel):
+        with m.Case(0):
+            m.d.sync += mirrored.eq(value)
+        with m.Case(1):
+            m.d.sync += mirrored.eq(mirrored.value + 1)
+        with m.Case(2):
+            m.d.sync += mirrored.eq(~mirrored)
+
+    async def bench(ctx):
+        for cycle in range(300):
+            ctx.set(sel, int(rng.integers(0, 4)))
+            ctx.set(value, int(rng.integers(0, 16)))
+            await ctx.tick()
+            got = [ctx.get(mirrored.value)] + [ctx.get(mirrored.copy(k)) for k in range(3)]
+            assert len(set(got)) == 1, f"seed={seed}, cycle {cycle}: {got}"
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_the_pipelines_advance_copies_equal_its_advance(seed):
+    """A stalling pipeline of three stages whose registers take 2,400 bits: three copies of
+    its advance, each driving at most GROUP_BITS, each equal to the advance every cycle under
+    random issue and backpressure; the data come out in order."""
+    rng = np.random.default_rng(seed)
+    m = Module()
+    ready, issue, data_in = Signal(), Signal(), Signal(8)
+    pipe = StallingPipeline(m, 3, ready=ready, name="p")
+    m.d.comb += pipe.issue.eq(issue)
+    value = data_in
+    for stage in range(3):
+        value = pipe.stage(value.replicate(100), f"wide{stage}")[:8]  # 800 bits a stage
+    assert len(pipe._copies) == 3
+    assert all(bits <= GROUP_BITS for _, bits in pipe._copies)
+
+    async def bench(ctx):
+        sent, got = 0, []
+        for cycle in range(400):
+            go = int(rng.integers(0, 2))
+            ctx.set(issue, go)
+            ctx.set(data_in, sent % 256)
+            ctx.set(ready, int(rng.integers(0, 2)))
+            advance = ctx.get(pipe.advance)
+            copies = [ctx.get(c) for c, _ in pipe._copies]
+            assert copies == [advance] * 3, f"seed={seed}, cycle {cycle}"
+            if ctx.get(pipe.out_valid) and ctx.get(ready):
+                got.append(ctx.get(value))
+            if go and advance:
+                sent += 1
+            await ctx.tick()
+        assert got == [k % 256 for k in range(len(got))] and len(got) > 50, f"seed={seed}"
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
