@@ -4,6 +4,7 @@ every sampled token equals the integer reference's. (The longer end-to-end runs 
 rollback, other parallelism, the DraftEngine's host scenarios — run on Verilator:
 ``tests/sim/verify/test_decoder_cocotb.py``.)"""
 
+import importlib
 import random
 
 import numpy as np
@@ -101,8 +102,6 @@ def test_the_replicated_controls_in_groups_of_a_few_bits(tiny_model, monkeypatch
     40 bits, which split the beat's rows and bytes, so that each is built of many copies,
     as at full width (a group of 1,024 bits: a small core has one): the samples still equal
     the reference's."""
-    import importlib
-
     for name in _GROUPED:
         module = importlib.import_module(f"heteroreason.rtl.decoder.{name}")
         monkeypatch.setattr(module, "GROUP_BITS", 40)
