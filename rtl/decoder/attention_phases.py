@@ -205,7 +205,8 @@ class AttentionPhases:
             steps += [j.remainder[h].eq(Mux(fits, less[:_SUM_BITS], shifted[:_SUM_BITS])),
                       j.quotient[h].eq(Cat(fits, j.quotient[h][:-1]))]
         with m.If(j.state[_DIVIDE]):
-            m.d.sync += [*steps, j.step.eq(j.step + 1), j.step_last.eq(equals(j.step, 45)),
+            m.d.sync += [*steps, j.step.eq(j.step + 1),
+                         j.step_last.eq(equals(j.step, DIVIDE_NEXT_TO_LAST)),
                          j.step_first.eq(0)]
             with m.If(j.step_last):
                 self._next_pass(m, j, _DIVIDE, _ACCUMULATE)  # (``acc`` cleared: _accumulate)
@@ -264,7 +265,8 @@ class AttentionPhases:
                 sums.append(terms[0] if nr == 1 else
                             tree_sum_pipelined(mv, terms, name=f"pv_sum{h}_{i}"))
         # cleared on the division's last step (registered from the step before it)
-        self._accumulate_into(mv, j, sums, clear_next=j.state[_DIVIDE] & equals(j.step, 45),
+        clear_next = j.state[_DIVIDE] & equals(j.step, DIVIDE_NEXT_TO_LAST)
+        self._accumulate_into(mv, j, sums, clear_next=clear_next,
                               arrived_next=arrived_next, accumulating=j.state[_ACCUMULATE])
         with m.If(valid):
             self._wrote(m, j)
@@ -323,6 +325,9 @@ def score_latency(head_dim: int, kv_rows: int = 1) -> int:
 
 
 DIVIDE_CYCLES = 47
+# the division's step before its last (steps count 0 to DIVIDE_CYCLES - 1): the registered
+# ``step_last`` and the accumulators' clear are set on it
+DIVIDE_NEXT_TO_LAST = DIVIDE_CYCLES - 2
 HANDOFF_CYCLES = 1  # the last score written -> the second stage's first pass (a cycle held)
 EXP_LATENCY = 3 + REQUANT_LATENCY + 4  # issue -> the exponential written
 ACCUMULATE_LATENCY = 2 + 4 + 1 + 2  # row taken -> its products added to the accumulators

@@ -13,9 +13,18 @@ from heteroreason.rtl.decoder.mvu_stages import (
     OutBits,
     result_latency,
 )
+from heteroreason.rtl.decoder.pipeline import GROUP_BITS, Mirrored
 from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
-__all__ = ["PACKED_LOW_BITS", "MatVecUnit", "OutBits", "result_latency"]
+__all__ = ["PACKED_LOW_BITS", "MatVecUnit", "OutBits", "result_latency", "write_group_lanes"]
+
+
+def write_group_lanes(lanes: int) -> int:
+    """Lanes of the vector buffer that one write-enable bit covers: the most that divide
+    ``lanes`` and hold at most :data:`~heteroreason.rtl.decoder.pipeline.GROUP_BITS` bits of
+    int8 (112 of 448 lanes, 128 of 512)."""
+    checks.integer("lanes", lanes, low=1)
+    return max(g for g in range(1, min(lanes, GROUP_BITS // 8) + 1) if lanes % g == 0)
 
 class MatVecUnit(MatVecStages, wiring.Component):
     """``y[r] = sat(rshift_round((bias[r] + sum_c W[r, c] x[c]) * mult[r], shift[r]))``.
@@ -165,19 +174,17 @@ class MatVecUnit(MatVecStages, wiring.Component):
         m = Module()
         lanes, n = self.lanes, self.vectors
         vector = data.ArrayLayout(signed(8), lanes)
-        if n == 1:
-            m.submodules.buffer = buffer = memory.Memory(shape=vector, depth=self.max_beats,
-                                                         init=[])
-            write = buffer.write_port()
-            read = buffer.read_port()  # synchronous: block RAM or registered LUT RAM
-            writes, reads = [write], [read]
-        else:  # a buffer a vector, read side by side
-            writes, reads = [], []
-            for v in range(n):
-                m.submodules[f"buffer{v}"] = buffer = memory.Memory(
-                    shape=vector, depth=self.max_beats, init=[])
-                writes.append(buffer.write_port())
-                reads.append(buffer.read_port())
+        # the buffers' write enables a group of lanes each, each group's from its own copy of
+        # the load flag (``load_write``): no enable reaches more than GROUP_BITS bits
+        group = write_group_lanes(lanes)
+        writes, reads = [], []
+        for v in range(n):  # a buffer a vector, read side by side
+            buffer = memory.Memory(shape=vector, depth=self.max_beats, init=[])
+            m.submodules["buffer" if n == 1 else f"buffer{v}"] = buffer
+            writes.append(buffer.write_port(granularity=group))
+            reads.append(buffer.read_port())  # synchronous: block RAM or registered LUT RAM
+        # bit v: vector v is being loaded (set on entering LOAD, moved on at each vector's end)
+        load_write = Mirrored(lanes // group, name="load_write", shape=n)
 
         rows = Signal(range(self.max_rows + 1))
         beats = Signal(range(self.max_beats + 1))
@@ -196,7 +203,7 @@ class MatVecUnit(MatVecStages, wiring.Component):
         vars(st).update(rows=rows, beats=beats, out_bits=out_bits, beat=beat, row=row, param=param)
         vars(st).update(have_param=have_param, beats_m1=beats_m1, one_beat=one_beat)
         vars(st).update(last_beat=last_beat, final_row=final_row, lanes=lanes, n=n, writes=writes)
-        vars(st).update(reads=reads)
+        vars(st).update(reads=reads, load_write=load_write)
         self._result_queue(m, st)
         self._stage0(m, st)
         self._control(m, st)

@@ -132,7 +132,7 @@ class MatVecStages:
         have_param, beats_m1, one_beat = st.have_param, st.beats_m1, st.one_beat
         last_beat, final_row, n, writes = st.last_beat, st.final_row, st.n, st.writes
         take_last, room, take, loading = st.take_last, st.room, st.take, st.loading
-        job_vectors = st.job_vectors
+        job_vectors, load_write = st.job_vectors, st.load_write
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
@@ -151,6 +151,7 @@ class MatVecStages:
                 if n > 1:
                     m.d.sync += [loading.eq(0), job_vectors.eq(self.cmd.payload.vectors)]
                     job = job & (self.cmd.payload.reuse | ~is_zero(self.cmd.payload.vectors))
+                m.d.sync += load_write.eq(Mux(job & ~self.cmd.payload.reuse, 1, 0))
                 with m.If(job):
                     with m.If(self.cmd.payload.reuse):
                         m.next = "RUN"
@@ -158,25 +159,24 @@ class MatVecStages:
                         m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.comb += [self.busy.eq(1), self.vec.ready.eq(1)]
-                if n == 1:
-                    m.d.comb += [writes[0].addr.eq(beat), writes[0].data.eq(self.vec.payload),
-                                 writes[0].en.eq(self.vec.valid)]
-                else:
-                    for v, port in enumerate(writes):
-                        m.d.comb += [port.addr.eq(beat), port.data.eq(self.vec.payload),
-                                     port.en.eq(self.vec.valid & (loading == v))]
+                # a group's enable: the beat's valid and its own copy of the load flag
+                for v, port in enumerate(writes):
+                    en = [self.vec.valid & load_write.copy(k)[v] for k in range(len(port.en))]
+                    m.d.comb += [port.addr.eq(beat), port.data.eq(self.vec.payload),
+                                 port.en.eq(Cat(*en))]
                 with m.If(self.vec.valid):
                     with m.If(beat == beats - 1):
                         m.d.sync += beat.eq(0)
                         if n == 1:
-                            m.d.sync += have_param.eq(0)
+                            m.d.sync += [have_param.eq(0), *load_write.eq(0)]
                             m.next = "RUN"
                         else:
                             with m.If(loading == job_vectors - 1):
-                                m.d.sync += have_param.eq(0)
+                                m.d.sync += [have_param.eq(0), *load_write.eq(0)]
                                 m.next = "RUN"
                             with m.Else():
-                                m.d.sync += loading.eq(loading + 1)
+                                m.d.sync += [loading.eq(loading + 1),
+                                             *load_write.eq(load_write.value << 1)]
                     with m.Else():
                         m.d.sync += beat.eq(beat + 1)
             with m.State("RUN"):

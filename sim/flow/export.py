@@ -32,6 +32,7 @@ from heteroreason.rtl.kvmu import Kvmu
 from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, TOKEN_BITS_LIMIT, WIDTH_LIMIT
 from heteroreason.rtl.multi_engine import MultiDraftEngine
 from heteroreason.rtl.multi_kvmu import MultiKvmu
+from heteroreason.rtl.reset_tree import ResetTree
 
 __all__ = [
     "DECODER_OPTIONS",
@@ -286,7 +287,8 @@ def check_limits(top: str, params: Mapping[str, int | str]) -> None:
 
 
 def build_top(top: str, params: Mapping[str, int | str] | None = None) -> wiring.Component:
-    """Construct the top with ``params``; a constructor's complaint becomes an ExportError."""
+    """Construct the top with ``params``; a constructor's complaint becomes an ExportError.
+    A decoder top (:data:`DECODER_TOPS`) comes in a :class:`ResetTree`."""
     spec = _spec(top)
     params = dict(spec.defaults) | dict(params or {})
     unknown = set(params) - set(spec.defaults)
@@ -299,7 +301,9 @@ def build_top(top: str, params: Mapping[str, int | str] | None = None) -> wiring
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedElaboratable)
         try:
-            return spec.factory(**params)
+            component = spec.factory(**params)
+            # a decoder top's reset reaches thousands of registers: through a tree of copies
+            return ResetTree(component) if top in DECODER_TOPS else component
         except (TypeError, ValueError) as exc:
             message = f"top {top!r}: {exc}"
         gc.collect()
@@ -369,6 +373,8 @@ def ports_of(component: wiring.Component) -> list[Port]:
     """The flattened ports of a component as they appear in its Verilog (plus clk and rst)."""
     ports = [Port("clk", "input", 1), Port("rst", "input", 1)]
     for path, member, _value in component.signature.flatten(component):
+        if path in (("clk",), ("rst",)):  # a :class:`ResetTree`'s, listed above
+            continue
         name = "__".join(str(part) for part in path)
         direction = "output" if member.flow == wiring.Out else "input"
         ports.append(Port(name, direction, Shape.cast(member.shape).width))

@@ -91,7 +91,8 @@ def test_ingest_then_draft(tiny_model, vector_width):
 
 
 # the modules whose controls are replicated a copy a group of GROUP_BITS bits
-_GROUPED = ("pipeline", "sequencer", "sequencer_streams", "scratchpad", "attention_controls")
+_GROUPED = ("pipeline", "sequencer", "sequencer_streams", "scratchpad", "attention_controls",
+            "mvu")
 
 
 @pytest.mark.slow

@@ -472,3 +472,28 @@ def test_row_packed_products_are_exact_at_the_extremes(lanes, k, seed):
     reference = requant(w @ x + bias, (mult, shift), 16)
     expected = [[int(reference[g * k + j]) for j in range(k)] for g in range(groups)]
     assert assert_back_to_back(dut, w, x, bias, mult, shift, groups) == expected, seed
+
+
+def test_write_groups_cover_the_lanes_within_the_bound():
+    """A write-enable bit covers the most lanes that divide the vector and fit GROUP_BITS."""
+    from heteroreason.rtl.decoder.mvu import write_group_lanes
+    from heteroreason.rtl.decoder.pipeline import GROUP_BITS
+    for lanes in (1, 7, 16, 64, 128, 448, 512, 896, 1000):
+        group = write_group_lanes(lanes)
+        assert lanes % group == 0 and group * 8 <= GROUP_BITS
+        assert all(lanes % g for g in range(group + 1, GROUP_BITS // 8 + 1)), lanes
+    assert write_group_lanes(448) == 112
+
+
+@pytest.mark.parametrize("vectors", [1, 3])
+def test_jobs_match_the_reference_with_the_buffer_written_in_groups(monkeypatch, vectors):
+    """With a write-enable group of 2 lanes (16 bits), so that an 8-lane buffer takes each beat
+    through 4 copies of its load flag (a vector each), loads and reloads still give the
+    reference's results."""
+    import heteroreason.rtl.decoder.mvu as mvu
+    monkeypatch.setattr(mvu, "GROUP_BITS", 16)
+    assert mvu.write_group_lanes(8) == 2
+    if vectors == 1:
+        test_random_jobs_match_the_reference(8, 2, 31)
+    else:
+        test_batched_jobs_match_the_reference(8, 2, vectors, 22)
