@@ -75,7 +75,7 @@ class ResetTree(wiring.Component):
     ----------
     top : wiring.Component
         The component wrapped (not yet elaborated). Its ports are this component's; it must
-        not have a member named ``rst``, nor define the ``sync`` domain.
+        not have a member named ``clk`` or ``rst``, nor define the ``sync`` domain.
 
     Members
     -------

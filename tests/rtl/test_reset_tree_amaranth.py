@@ -111,3 +111,31 @@ def test_a_top_with_its_own_clock_or_reset_member_is_refused():
         ResetTree(WithRst())
     with pytest.raises(TypeError, match=r"must be a wiring\.Component"):
         ResetTree(Module())
+
+    class WithClk(wiring.Component):
+        clk: In(1)
+
+        def elaborate(self, platform):
+            return Module()
+
+    with pytest.raises(ValueError, match="already has a member named 'clk'"):
+        ResetTree(WithClk())
+
+
+def test_a_top_that_defines_the_sync_domain_is_refused():
+    """The tree's domain is its own: a top with its own ``sync`` is refused when built."""
+    from amaranth.hdl import ClockDomain
+
+    class OwnDomain(wiring.Component):
+        o: Out(1)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.domains.sync = ClockDomain("sync")
+            r = Signal()
+            m.d.sync += r.eq(~r)
+            m.d.comb += self.o.eq(r)
+            return m
+
+    with pytest.raises(ValueError, match="defines the sync domain itself"):
+        verilog.convert(ResetTree(OwnDomain()), name="own", emit_src=False)
