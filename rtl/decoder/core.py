@@ -19,6 +19,7 @@ from heteroreason.rtl.decoder.operators import (
 )
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.decoder.pass_sampler import PassSampler
+from heteroreason.rtl.decoder.prefetch_fifo import PrefetchFIFO
 from heteroreason.rtl.decoder.rmsnorm import RmsNorm
 from heteroreason.rtl.decoder.rope import Rope
 from heteroreason.rtl.decoder.sampler import ArgmaxSampler
@@ -349,7 +350,9 @@ class DecoderCore(wiring.Component):
         """Stream beats -> gearbox -> prefetch buffer -> the operators."""
         p = self._params
         lanes, ratio = p.beat_bytes, p.ratio
-        m.submodules.wbuf = wbuf = fifo.SyncFIFOBuffered(width=lanes * 8, depth=p.weight_buffer)
+        # a write enable a column of its memories (a byte's pin each: one net would reach
+        # 1,792 of them at the U280's 14,336-bit beat)
+        m.submodules.wbuf = wbuf = PrefetchFIFO(width=lanes * 8, depth=p.weight_buffer)
         if ratio == 1:
             m.d.comb += [wbuf.w_data.eq(self.wdata.payload), wbuf.w_en.eq(self.wdata.valid),
                          self.wdata.ready.eq(wbuf.w_rdy)]

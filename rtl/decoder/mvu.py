@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -174,22 +174,32 @@ class MatVecUnit(MatVecStages, wiring.Component):
         m = Module()
         lanes, n = self.lanes, self.vectors
         vector = data.ArrayLayout(signed(8), lanes)
-        # the buffers' write enables a group of lanes each, each group's from its own copy of
-        # the load flag (``load_write``): no enable reaches more than GROUP_BITS bits
+        # each vector's buffer is a memory a group of lanes (a column), whose write enable comes
+        # from its own copy of the load flag (``load_write``) and whose address from its own
+        # copy of the beat: no control reaches more than GROUP_BITS bits of memory
         group = write_group_lanes(lanes)
-        writes, reads = [], []
+        columns = lanes // group
+        beat = Mirrored(n * columns, name="beat", shape=range(self.max_beats + 1))
+        writes, reads, read_data = [], [], []
         for v in range(n):  # a buffer a vector, read side by side
-            buffer = memory.Memory(shape=vector, depth=self.max_beats, init=[])
-            m.submodules["buffer" if n == 1 else f"buffer{v}"] = buffer
-            writes.append(buffer.write_port(granularity=group))
-            reads.append(buffer.read_port())  # synchronous: block RAM or registered LUT RAM
+            writes.append([])
+            reads.append([])
+            for c in range(columns):
+                column = memory.Memory(shape=data.ArrayLayout(signed(8), group),
+                                       depth=self.max_beats, init=[])
+                name = "buffer" + (f"{v}" if n > 1 else "") + (f"_{c}" if columns > 1 else "")
+                m.submodules[name] = column
+                writes[v].append(column.write_port())
+                reads[v].append(column.read_port())  # synchronous: block or registered LUT RAM
+            joined = Signal(vector, name="buffer_data" + (f"{v}" if n > 1 else ""))
+            m.d.comb += joined.eq(Cat(*(port.data.as_value() for port in reads[v])))
+            read_data.append(joined)
         # bit v: vector v is being loaded (set on entering LOAD, moved on at each vector's end)
-        load_write = Mirrored(lanes // group, name="load_write", shape=n)
+        load_write = Mirrored(columns, name="load_write", shape=n)
 
         rows = Signal(range(self.max_rows + 1))
         beats = Signal(range(self.max_beats + 1))
         out_bits = Signal(OutBits)
-        beat = Signal(range(self.max_beats + 1))
         row = Signal(range(self.max_rows + 1))
         param = Signal(self.rowparam.payload.shape(), reset_less=True)  # ``have_param``
         have_param = Signal()
@@ -203,7 +213,8 @@ class MatVecUnit(MatVecStages, wiring.Component):
         vars(st).update(rows=rows, beats=beats, out_bits=out_bits, beat=beat, row=row, param=param)
         vars(st).update(have_param=have_param, beats_m1=beats_m1, one_beat=one_beat)
         vars(st).update(last_beat=last_beat, final_row=final_row, lanes=lanes, n=n, writes=writes)
-        vars(st).update(reads=reads, load_write=load_write)
+        vars(st).update(reads=reads, read_data=read_data, load_write=load_write, columns=columns,
+                        group=group)
         self._result_queue(m, st)
         self._stage0(m, st)
         self._control(m, st)

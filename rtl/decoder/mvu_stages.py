@@ -104,8 +104,9 @@ class MatVecStages:
             "param": self.rowparam.payload.shape()}), reset_less=True)
         s0_valid = Signal(name="s0_valid")
         s0_w = Signal(self.weights.payload.shape(), reset_less=True)
-        for port in reads:
-            m.d.comb += [port.addr.eq(beat), port.en.eq(1)]
+        for v, columns in enumerate(reads):  # each column's address its copy of the beat
+            for c, port in enumerate(columns):
+                m.d.comb += [port.addr.eq(beat.copy(v * len(columns) + c)), port.en.eq(1)]
         # with vectors > 1: the vector being loaded, and how many the job loads
         loading = Signal(range(n), name="loading") if n > 1 else None
         job_vectors = Signal(range(n + 1), name="job_vectors") if n > 1 else None
@@ -117,7 +118,7 @@ class MatVecStages:
         # until a row's parameters are held
         cur_param = Mux(have_param, param.as_value(), self.rowparam.payload.as_value())
         m.d.sync += [
-            s0.first.eq(is_zero(beat)), s0.last.eq(last_beat),
+            s0.first.eq(is_zero(beat.value)), s0.last.eq(last_beat),
             s0.final.eq(final_row), s0.bits.eq(out_bits), s0.param.eq(cur_param),
             s0_w.eq(self.weights.payload),
         ]
@@ -133,6 +134,14 @@ class MatVecStages:
         last_beat, final_row, n, writes = st.last_beat, st.final_row, st.n, st.writes
         take_last, room, take, loading = st.take_last, st.room, st.take, st.loading
         job_vectors, load_write = st.job_vectors, st.load_write
+        # the buffers' write address and data whatever the state (assigned in LOAD, a comb
+        # assignment would be zero outside it: the state gating each of the beat's bits); a
+        # column's address is its copy of the beat, its data its lanes of the beat
+        payload, bits = self.vec.payload.as_value(), st.group * 8
+        for v, columns in enumerate(writes):
+            for c, port in enumerate(columns):
+                m.d.comb += [port.addr.eq(beat.copy(v * len(columns) + c)),
+                             port.data.eq(payload[c * bits:(c + 1) * bits])]
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
@@ -140,7 +149,7 @@ class MatVecStages:
                 # is the last) and the counters cleared: only the state waits on cmd.valid
                 m.d.sync += [
                     rows.eq(self.cmd.payload.rows), beats.eq(self.cmd.payload.beats),
-                    out_bits.eq(self.cmd.payload.out_bits), beat.eq(0), row.eq(0),
+                    out_bits.eq(self.cmd.payload.out_bits), *beat.eq(0), row.eq(0),
                     beats_m1.eq(self.cmd.payload.beats - 1),
                     one_beat.eq(self.cmd.payload.beats == 1),
                     last_beat.eq(self.cmd.payload.beats == 1),
@@ -159,13 +168,13 @@ class MatVecStages:
                         m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.comb += [self.busy.eq(1), self.vec.ready.eq(1)]
-                # a group's enable: the beat's valid and its own copy of the load flag
-                for v, port in enumerate(writes):
-                    en = [self.vec.valid & load_write.copy(k)[v] for k in range(len(port.en))]
-                    m.d.comb += [port.addr.eq(beat), port.data.eq(self.vec.payload),
-                                 port.en.eq(Cat(*en))]
+                # a group's enable: the beat's valid and its own copy of the load flag (the
+                # address and data are the write port's in every state: see below the FSM)
+                for v, columns in enumerate(writes):
+                    m.d.comb += [port.en.eq(self.vec.valid & load_write.copy(c)[v])
+                                 for c, port in enumerate(columns)]
                 with m.If(self.vec.valid):
-                    with m.If(beat == beats - 1):
+                    with m.If(beat.value == beats - 1):
                         m.d.sync += beat.eq(0)
                         if n == 1:
                             m.d.sync += [have_param.eq(0), *load_write.eq(0)]
@@ -178,7 +187,7 @@ class MatVecStages:
                                 m.d.sync += [loading.eq(loading + 1),
                                              *load_write.eq(load_write.value << 1)]
                     with m.Else():
-                        m.d.sync += beat.eq(beat + 1)
+                        m.d.sync += beat.eq(beat.value + 1)
             with m.State("RUN"):
                 can_take = (have_param | self.rowparam.valid) & (~last_beat | room)
                 m.d.comb += [
@@ -191,19 +200,19 @@ class MatVecStages:
                 ]
                 with m.If(take):
                     with m.If(last_beat):
-                        m.d.sync += [beat.eq(0), have_param.eq(0), row.eq(row + 1),
+                        m.d.sync += [*beat.eq(0), have_param.eq(0), row.eq(row + 1),
                                      last_beat.eq(one_beat), final_row.eq(row + 2 == rows)]
                         with m.If(final_row):
                             m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [beat.eq(beat + 1), have_param.eq(1),
-                                     last_beat.eq(beat + 1 == beats_m1)]
+                        m.d.sync += [*beat.eq(beat.value + 1), have_param.eq(1),
+                                     last_beat.eq(beat.value + 1 == beats_m1)]
                 with m.Elif(self.rowparam.valid & ~have_param):
                     m.d.sync += have_param.eq(1)
 
     def _products(self, m, st):
         """The products and their adder trees (stages 1 and on)."""
-        lanes, n, reads, k, s0, s0_w = st.lanes, st.n, st.reads, st.k, st.s0, st.s0_w
+        lanes, n, reads, k, s0, s0_w = st.lanes, st.n, st.read_data, st.k, st.s0, st.s0_w
         # stage 1: the operands registered beside each multiplier (its A and B registers: the
         # beat's register and the buffer's output are far from most lanes); 2: the products
         # (DSP48E2 multipliers with their M register); then the tree. With vectors > 1, a
@@ -221,7 +230,7 @@ class MatVecStages:
                                       first_stage_levels=1)
 
         if n == 1 and k == 1:
-            x_a = delay(m, reads[0].data, 1, name="x_a", reset_less=True)
+            x_a = delay(m, reads[0], 1, name="x_a", reset_less=True)
             products = []
             for i in range(lanes):
                 product = Signal(signed(16), name=f"product{i}", reset_less=True)
@@ -230,12 +239,12 @@ class MatVecStages:
             dots = {(0, 0): dot((0, 0), products)}
         elif n == 1:
             products = self._row_packed_products(
-                m, w_a, delay(m, reads[0].data, 1, name="x_a", reset_less=True), suffix)
+                m, w_a, delay(m, reads[0], 1, name="x_a", reset_less=True), suffix)
             dots = {slot: dot(slot, products[slot]) for slot in slots}
         else:
             products = self._packed_products(m, w_a, [
-                delay(m, port.data, 1, name=f"x_a{v}", reset_less=True)
-                for v, port in enumerate(reads)], suffix)
+                delay(m, read, 1, name=f"x_a{v}", reset_less=True)
+                for v, read in enumerate(reads)], suffix)
             dots = {slot: dot(slot, products[slot]) for slot in slots}
         # the tags' data without a reset, their valid bit with one
         tag_latency = _product_latency(n, k) + tree_latency(lanes, first_stage_levels=1)

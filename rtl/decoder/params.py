@@ -99,8 +99,9 @@ class DecoderParams:
             "lanes x rows_per_beat"
         checks.integer("stream_bytes", self.stream_bytes, low=1, divides=(beat, what))
         checks.integer("heads_parallel", self.heads_parallel, low=1, high=WIDTH_LIMIT)
-        for name in ("weight_buffer", "param_buffer"):
-            checks.integer(name, getattr(self, name), low=1, high=SIZE_LIMIT,
+        # the weight buffer: a PrefetchFIFO, its memory and its read register
+        for name, low in (("weight_buffer", 2), ("param_buffer", 1)):
+            checks.integer(name, getattr(self, name), low=low, high=SIZE_LIMIT,
                            note="a depth in beats")
         v = checks.power_of_two("vector_width", self.vector_width, divides=(self.lanes, "lanes"))
         g = checks.power_of_two("param_width", self.param_width, divides=(v, "vector_width"))

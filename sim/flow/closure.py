@@ -237,7 +237,7 @@ def ecp5_pnr(component: wiring.Component, top: str, *, part: str = "85k", speed_
     check_ecp5_options(part, speed_grade, target_mhz)
     device = ECP5_PARTS[part]
     ring = IoRing(component)
-    text = verilog.convert(ring, name=top, ports=[ring.din, ring.dout], emit_src=False)
+    text = verilog.convert(ring, name=top, ports=ring.ports, emit_src=False)
     work = _work_dir(root, top, text,
                      f"ecp5 {part} {speed_grade} {target_mhz} {seed} {_pack_version()}")
     cached = work / "pnr.json"

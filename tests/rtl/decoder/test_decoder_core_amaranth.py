@@ -92,17 +92,17 @@ def test_ingest_then_draft(tiny_model, vector_width):
 
 # the modules whose controls are replicated a copy a group of GROUP_BITS bits
 _GROUPED = ("pipeline", "sequencer", "sequencer_streams", "scratchpad", "attention_controls",
-            "mvu")
+            "mvu", "prefetch_fifo")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rows_per_beat", [1, 2])  # 2: the beat wider than the vector
 def test_the_replicated_controls_in_groups_of_a_few_bits(tiny_model, monkeypatch, rows_per_beat):
     """Every replicated control (the beat's loads and shifts, the pipelines' advances, the
-    attention's clears, adds and output selects, the prefetch buffers' selects) in groups of
-    40 bits, which split the beat's rows and bytes, so that each is built of many copies,
-    as at full width (a group of 1,024 bits: a small core has one): the samples still equal
-    the reference's."""
+    attention's clears, adds and output selects, the prefetch buffers' selects, the weight
+    buffer's columns) in groups of 40 bits, which split the beat's rows and bytes, so that each
+    is built of many copies, as at full width (a group of 1,024 bits: a small core has one):
+    the samples still equal the reference's."""
     for name in _GROUPED:
         module = importlib.import_module(f"heteroreason.rtl.decoder.{name}")
         monkeypatch.setattr(module, "GROUP_BITS", 40)

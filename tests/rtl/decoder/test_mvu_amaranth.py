@@ -487,9 +487,9 @@ def test_write_groups_cover_the_lanes_within_the_bound():
 
 @pytest.mark.parametrize("vectors", [1, 3])
 def test_jobs_match_the_reference_with_the_buffer_written_in_groups(monkeypatch, vectors):
-    """With a write-enable group of 2 lanes (16 bits), so that an 8-lane buffer takes each beat
-    through 4 copies of its load flag (a vector each), loads and reloads still give the
-    reference's results."""
+    """With a column of 2 lanes (16 bits), so that an 8-lane buffer is 4 memories a vector, each
+    written through its own copy of the load flag and addressed by its own copy of the beat,
+    loads and reloads still give the reference's results."""
     import heteroreason.rtl.decoder.mvu as mvu
     monkeypatch.setattr(mvu, "GROUP_BITS", 16)
     assert mvu.write_group_lanes(8) == 2
@@ -497,3 +497,21 @@ def test_jobs_match_the_reference_with_the_buffer_written_in_groups(monkeypatch,
         test_random_jobs_match_the_reference(8, 2, 31)
     else:
         test_batched_jobs_match_the_reference(8, 2, vectors, 22)
+
+
+def test_each_buffer_column_has_its_own_beat_and_load_flag(monkeypatch):
+    """In the Verilog of an 8-lane unit of 2-lane columns and 3 vectors: 12 column memories,
+    each addressed by its own copy of the beat (12 copies) and enabled by one of the 4 copies
+    of the load flag."""
+    import re
+
+    from amaranth.back import verilog
+
+    import heteroreason.rtl.decoder.mvu as mvu
+    monkeypatch.setattr(mvu, "GROUP_BITS", 16)
+    text = verilog.convert(mvu.MatVecUnit(lanes=8, max_beats=5, max_rows=3, vectors=3),
+                           name="top")
+    assert set(re.findall(r"\bbeat_copy(\d+)\b", text)) == {str(k) for k in range(12)}
+    assert set(re.findall(r"\bload_write_copy(\d+)\b", text)) == {str(k) for k in range(4)}
+    assert set(re.findall(r"\bbuffer(\d_\d)\b", text)) == {
+        f"{v}_{c}" for v in range(3) for c in range(4)}

@@ -161,9 +161,11 @@ def test_bad_parameters():
 def test_parameters_are_bounded():
     """Sizes past heteroreason.rtl.limits are refused before anything is built or priced (a
     weight buffer of 10**12 beats was accepted)."""
-    with pytest.raises(ValueError, match=r"^weight_buffer must be an integer in \[1, 1,048,576\] "
+    with pytest.raises(ValueError, match=r"^weight_buffer must be an integer in \[2, 1,048,576\] "
                                          r"\(a depth in beats\), not 1000000000000$"):
         DecoderParams(8, 8, weight_buffer=10**12)
+    with pytest.raises(ValueError, match=r"^weight_buffer must be an integer in \[2, "):
+        DecoderParams(8, 8, weight_buffer=1)  # the prefetch FIFO's memory and read register
     with pytest.raises(ValueError, match=r"^param_buffer must be an integer in \[1, 1,048,576\] "
                                          r"\(a depth in beats\), not 1048577$"):
         DecoderParams(8, 8, param_buffer=2**20 + 1)
