@@ -128,7 +128,10 @@ class MatVecStages:
                         job_vectors=job_vectors)
 
     def _control(self, m, st):
-        """The command, the vector's load and the weight beats taken (the state machine)."""
+        """The command, the vector's load and the weight beats taken (the state machine).
+
+        Long because: the buffers' columns are written outside the state machine, and its three
+        states read best together, each a few lines."""
         rows, beats, out_bits, beat, row = st.rows, st.beats, st.out_bits, st.beat, st.row
         have_param, beats_m1, one_beat = st.have_param, st.beats_m1, st.one_beat
         last_beat, final_row, n, writes = st.last_beat, st.final_row, st.n, st.writes
