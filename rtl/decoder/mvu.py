@@ -20,9 +20,10 @@ __all__ = ["PACKED_LOW_BITS", "MatVecUnit", "OutBits", "result_latency", "write_
 
 
 def write_group_lanes(lanes: int) -> int:
-    """Lanes of the vector buffer that one write-enable bit covers: the most that divide
-    ``lanes`` and hold at most :data:`~heteroreason.rtl.decoder.pipeline.GROUP_BITS` bits of
-    int8 (112 of 448 lanes, 128 of 512)."""
+    """Lanes of a column of the vector buffer (a memory of its own, with its own copies of the
+    load flag and of the beat counter): the most that divide ``lanes`` and hold at most
+    :data:`~heteroreason.rtl.decoder.pipeline.GROUP_BITS` bits of int8 (112 of 448 lanes, 128
+    of 512)."""
     checks.integer("lanes", lanes, low=1)
     return max(g for g in range(1, min(lanes, GROUP_BITS // 8) + 1) if lanes % g == 0)
 
