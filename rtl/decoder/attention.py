@@ -41,6 +41,8 @@ from heteroreason.rtl.decoder.attention_phases import (
     score_bits,
     score_latency,
 )
+from heteroreason.rtl.decoder.attention_values import AttentionValues
+from heteroreason.rtl.decoder.crossing import crossing_members, stream_ends
 from heteroreason.rtl.limits import CONTEXT_LIMIT, MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = [
@@ -61,7 +63,8 @@ __all__ = [
 ]
 
 
-class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Component):
+class Attention(AttentionMemory, AttentionPhases, AttentionValues, AttentionControls,
+                wiring.Component):
     """Decode-time attention of ``heads`` query heads that share one KV head
     (:mod:`heteroreason.model.spec.numerics.qwen2_int8`, *Attention scores and softmax*).
 
@@ -103,6 +106,13 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
     contexts : int
         KV regions: above one, ``kv_write`` and ``cmd`` carry a context id (``ctx``), and a
         job reads only its context's region (:func:`kv_cache_rows`).
+    crossings : bool
+        Every stream port a crossing (:func:`~heteroreason.rtl.decoder.crossing.
+        crossing_members`: the same payload, registered on both sides of the boundary, held
+        back by credits) whose near half is inside the unit and whose far half the unit's
+        surroundings build (:func:`~heteroreason.rtl.decoder.crossing.far_ends`): the decoder
+        core's attention, which a floorplan places in another SLR than the glue. Tested alone
+        through :class:`~heteroreason.rtl.decoder.crossing.Across`.
 
     Members
     -------
@@ -121,7 +131,9 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
 
     Latency
     -------
-    :func:`job_cycles` from the last query beat to the last output (plus output stalls): each
+    :func:`job_cycles` from the last query beat to the last output (plus output stalls; with
+    ``crossings``, :data:`~heteroreason.rtl.decoder.crossing.CROSSING_LATENCY` more on each
+    stream, seen from the far halves): each
     of the three passes over the ``T`` rows takes ``kv_rows`` rows a cycle and drains its
     pipeline (:func:`score_latency`, :func:`exp_latency`, :func:`accumulate_latency`), the
     hand-over :data:`HANDOFF_CYCLES`, the division :data:`DIVIDE_CYCLES`, the outputs a beat
@@ -134,7 +146,7 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
     """
 
     def __init__(self, *, head_dim, kv_heads, layers, max_context, heads=1, external_kv=False,
-                 width=1, kv_rows=1, contexts=1):
+                 width=1, kv_rows=1, contexts=1, crossings=False):
         for name, value in (("head_dim", head_dim), ("kv_heads", kv_heads), ("layers", layers),
                             ("max_context", max_context), ("heads", heads), ("width", width)):
             checks.integer(name, value, low=1, error=TypeError,
@@ -148,6 +160,7 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
             raise ValueError(f"kv_rows ({kv_rows}) must divide max_context ({max_context})")
         checks.integer("contexts", contexts, low=1, high=CONTEXT_LIMIT, error=TypeError)
         self._contexts = contexts
+        self._crossings = bool(crossings)
         self._kv_rows = kv_rows
         self._head_dim = head_dim
         self._kv_heads = kv_heads
@@ -163,7 +176,8 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
         ports = kv_memory_ports(head_dim=head_dim, rows=rows, max_context=max_context,
                                 kv_rows=kv_rows) if external_kv else {}
         ctx = {"ctx": range(contexts)} if contexts > 1 else {}
-        super().__init__(ports | {
+        out_layout = data.StructLayout({"value": data.ArrayLayout(signed(8), width), "last": 1})
+        members = ports | {
             "kv_write": In(stream.Signature(data.StructLayout({
                 "layer": range(layers), "kv_head": range(kv_heads), "pos": range(max_context),
                 **ctx, "k": row, "v": row}))),
@@ -173,9 +187,9 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
                 "exp_mult": unsigned(31), "exp_shift": unsigned(6),
                 "out_mult": unsigned(31), "out_shift": unsigned(6)}))),
             "q": In(stream.Signature(row)),
-            "out": Out(stream.Signature(data.StructLayout({
-                "value": data.ArrayLayout(signed(8), width), "last": 1}))),
-        })
+            "out": Out(stream.Signature(out_layout)),
+        }
+        super().__init__(crossing_members(members) if crossings else members)
 
     @property
     def heads(self):
@@ -195,6 +209,12 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
 
     def elaborate(self, platform):
         m = Module()
+        # the streams the logic uses: the ports, or with ``crossings`` their halves inside
+        names = [n for n in self.signature.members if n != "out"]
+        self._halves = stream_ends(m, self, names) if self._crossings else {}
+        self._io = SimpleNamespace(**({n: h.stream for n, h in self._halves.items()}
+                                      if self._crossings
+                                      else {n: getattr(self, n) for n in names}))
         nh, nr = self._heads, self._kv_rows
         groups = self._max_context // nr
         # the scores of a cycle's rows side by side, a half of the memory a stage's job (the
@@ -217,12 +237,12 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
         idle = f.idle & b.idle
         self._cache(m, f, b, idle)
         # a job starts once no cache write is offered or still on its way into the cache
-        free = ~self.kv_write.valid & ~f.write_pending
-        f.starting = f.idle & self.cmd.valid & free
+        free = ~self._io.kv_write.valid & ~f.write_pending
+        f.starting = f.idle & self._io.cmd.valid & free
         with m.If(f.idle):
-            m.d.comb += self.cmd.ready.eq(free)
-            with m.If(self.cmd.valid & free):
-                m.d.sync += [f.job.eq(self.cmd.payload), f.queries.eq(0),
+            m.d.comb += self._io.cmd.ready.eq(free)
+            with m.If(self._io.cmd.valid & free):
+                m.d.sync += [f.job.eq(self._io.cmd.payload), f.queries.eq(0),
                              *_goto(f, _F_IDLE, _QUERY)]
         # the job's first row, its last cycle of rows and which rows of that cycle lie within
         # the length, from the registered command
@@ -243,8 +263,7 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
         self._divide(m, b)
         # the second stage's datapath after the division: a module of its own (``pv``)
         m.submodules.pv = pv = Module()
-        self._accumulate(m, pv, b)
-        self._emit(m, pv, b)
+        self._values(m, pv, b)
         return m
 
     def _stage(self, name, idle_state, states) -> SimpleNamespace:
@@ -254,7 +273,7 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
         state = Signal(states, init=1 << idle_state, name=f"{name}_state")
         s = SimpleNamespace(
             state=state, idle=state[idle_state],
-            job=Signal(self.cmd.payload.shape(), name=f"{name}_job"),
+            job=Signal(self._io.cmd.payload.shape(), name=f"{name}_job"),
             start=Signal(range(self._cache_rows + 1), name=f"{name}_start"),
             last_t=Signal(range(self._max_context), name=f"{name}_last_t"),  # last cycle
             tail=Signal(self._kv_rows, name=f"{name}_tail"),  # its rows within the length
@@ -286,7 +305,6 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
             s.step_last = Signal(name="step_last")  # the division's last step (registered)
             s.step_first = Signal(name="step_first")  # its first step (registered)
             s.acc = Signal(data.ArrayLayout(signed(32), nh * hd), name="acc", reset_less=True)
-            s.beat = Signal(range(nh * hd // self._width + 1), name="beat")
         return s
 
     def _stage_memory(self, m, f, b, groups) -> None:
@@ -328,11 +346,11 @@ class Attention(AttentionMemory, AttentionPhases, AttentionControls, wiring.Comp
 
     def _queries(self, m, f) -> None:
         hd, nh = self._head_dim, self._heads
-        m.d.comb += self.q.ready.eq(1)
-        with m.If(self.q.valid):
+        m.d.comb += self._io.q.ready.eq(1)
+        with m.If(self._io.q.valid):
             index_bits = max(1, (nh - 1).bit_length())
             m.d.sync += [f.query.as_value().word_select(f.queries[:index_bits], hd * 8).eq(
-                             self.q.payload), f.queries.eq(f.queries + 1)]
+                             self._io.q.payload), f.queries.eq(f.queries + 1)]
             with m.If(equals(f.queries, nh - 1)):
                 self._next_pass(m, f, _QUERY, _SCORE)
                 # below every score (a sum of head_dim products >= -16256 each): the first

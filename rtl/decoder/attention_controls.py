@@ -39,7 +39,7 @@ class AttentionControls:
                 mv.d.sync += [j.acc[k].eq(j.acc[k] + terms[k]) for k in range(lo, hi)]
 
     def _emit_select(self, mv, j, step, *, first) -> Value:
-        """The accumulators' beat ``j.beat``, each :data:`_SELECT_BITS` bits chosen by a copy of
+        """The accumulators' output beat, each :data:`_SELECT_BITS` bits chosen by a copy of
         the beat counter of its own (kept apart in synthesis), stepped with it (``step``) and
         cleared before the job's first beat (``first``)."""
         chunk_bits = ACC_BITS * self._width
@@ -48,7 +48,7 @@ class AttentionControls:
         out = Signal(chunk_bits, name="emit_select")
         for s, lo in enumerate(range(0, chunk_bits, _SELECT_BITS)):
             hi = min(chunk_bits, lo + _SELECT_BITS)
-            copy = Signal.like(j.beat, name=f"emit_beat{s}", attrs=KEEP)
+            copy = Signal(range(beats + 1), name=f"emit_beat{s}", attrs=KEEP)
             with mv.If(first):
                 mv.d.sync += copy.eq(0)
             with mv.If(step):

@@ -63,15 +63,19 @@ class AttentionMemory:
         """The KV cache: on chip, or behind the memory ports; writes are accepted whenever
         neither stage holds a job (``idle``). The score stage reads the key rows, the stage
         after it the value rows."""
-        w = self.kv_write.payload
+        w = self._io.kv_write.payload
         f.write_pending = Const(0)
         if self._external_kv:
             m.d.comb += [
-                self.kv_store.valid.eq(self.kv_write.valid & idle),
-                self.kv_store.payload.addr.eq(self._address(w, w.pos)),
-                self.kv_store.payload.k.eq(w.k), self.kv_store.payload.v.eq(w.v),
-                self.kv_write.ready.eq(idle & self.kv_store.ready),
+                self._io.kv_store.valid.eq(self._io.kv_write.valid & idle),
+                self._io.kv_store.payload.addr.eq(self._address(w, w.pos)),
+                self._io.kv_store.payload.k.eq(w.k), self._io.kv_store.payload.v.eq(w.v),
+                self._io.kv_write.ready.eq(idle & self._io.kv_store.ready),
             ]
+            if self._crossings:
+                # a write is pending until the memory's port has taken it (every credit of
+                # the crossing home): a job's reads go out after it
+                f.write_pending = ~self._halves["kv_store"].idle
             return
         nr = self._kv_rows
         shift = (nr - 1).bit_length()
@@ -90,7 +94,7 @@ class AttentionMemory:
             v_rds.append(values.read_port())
         # a write is registered on its way in (address, rows, enable): the cache's ports are
         # fed from flip-flops; a job waits for it (``write_pending``)
-        taken = self.kv_write.valid & idle
+        taken = self._io.kv_write.valid & idle
         addr = Signal(range(rows), name="kv_write_addr")
         k = Signal(row, name="kv_write_k", reset_less=True)
         v = Signal(row, name="kv_write_v", reset_less=True)
@@ -98,7 +102,7 @@ class AttentionMemory:
         m.d.sync += [addr.eq(self._address(w, w.pos)), k.eq(w.k), v.eq(w.v),
                      en.eq(taken)]
         f.write_pending = en
-        m.d.comb += self.kv_write.ready.eq(idle)
+        m.d.comb += self._io.kv_write.ready.eq(idle)
         for bank, (k_wr, v_wr) in enumerate(zip(k_wrs, v_wrs, strict=True)):
             bank_en = en & equals(addr[:shift], bank) if nr > 1 else en
             m.d.comb += [k_wr.addr.eq(addr[shift:]), k_wr.data.eq(k), k_wr.en.eq(bank_en),
@@ -117,7 +121,7 @@ class AttentionMemory:
         in_pass = s.state[state] & s.issuing
         group = data.ArrayLayout(data.ArrayLayout(signed(8), self._head_dim), self._kv_rows)
         if self._external_kv:
-            port = self.k_rows if kind == "k" else self.v_rows
+            port = self._io.k_rows if kind == "k" else self._io.v_rows
             m.d.comb += port.ready.eq(in_pass)
             taken = port.valid & in_pass
             # the port's rows land in a fabric register of their own (kept: not packed into
@@ -149,10 +153,10 @@ class AttentionMemory:
             m.d.sync += [v_waiting.eq(1), k_since.eq(0)]
         with m.If(v_waiting & (k_since | divide)):
             m.d.sync += [v_waiting.eq(0), v_pending.eq(1)]
-        for req, pending, s in ((self.k_req, k_pending, f), (self.v_req, v_pending, b)):
+        for req, pending, s in ((self._io.k_req, k_pending, f), (self._io.v_req, v_pending, b)):
             m.d.comb += [req.valid.eq(pending), req.payload.addr.eq(s.start),
                          req.payload.count.eq(s.job.length)]
             with m.If(req.valid & req.ready):
                 m.d.sync += pending.eq(0)
-        with m.If(self.k_req.valid & self.k_req.ready):  # never in a hand-over's cycle
+        with m.If(self._io.k_req.valid & self._io.k_req.ready):  # never in a hand-over's cycle
             m.d.sync += k_since.eq(1)

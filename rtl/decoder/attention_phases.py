@@ -6,10 +6,10 @@ reproduces."""
 from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
 
 from heteroreason.rtl.compare import equals, greater_split
+from heteroreason.rtl.decoder.crossing import BOUNDARY_LATENCY
 from heteroreason.rtl.decoder.mvu_stages import PACKED_LOW_BITS
 from heteroreason.rtl.decoder.pipeline import (
     REQUANT_LATENCY,
-    StallingPipeline,
     delay,
     requantize_pipelined,
     tree_latency,
@@ -211,95 +211,6 @@ class AttentionPhases:
             with m.If(j.step_last):
                 self._next_pass(m, j, _DIVIDE, _ACCUMULATE)  # (``acc`` cleared: _accumulate)
 
-    def _accumulate(self, m, mv, j) -> None:
-        """The probability-weighted sum of the value rows: each row's probabilities
-        ``(e * recip + 2**29) >> 30`` from three registered partial products, then
-        ``heads * head_dim`` registered MACs a row (:data:`ACCUMULATE_LATENCY`). With several
-        rows a cycle, a row past the job's length enters as zeros, and each accumulator takes
-        the sum of the cycle's products from a registered adder tree
-        (:func:`accumulate_latency`). The datapath is ``mv`` (the ``pv`` module: a unit a
-        floorplan may place apart from the scores); the flags and the control stay in ``m``."""
-        hd, nr = self._head_dim, self._kv_rows
-        values, valid, last = self._rows(m, j, _ACCUMULATE, "v")
-        # the rows' valid flag a stage short of the products (each group of accumulators
-        # registers its own copy of the last stage, :meth:`_accumulate_into`)
-        arrived_next = delay(m, valid, accumulate_latency(nr) - 3, name="acc_valid")
-        valid = j.state[_ACCUMULATE] & delay(m, arrived_next, 1, name="acc_valid_last")
-        in_length = self._in_length(m, j, last, 0, "acc")
-        # the exponentials were read with the rows; stage 2: registered beside the multipliers
-        # (the quotients too: final since the division's last step, a cycle before)
-        e = delay(mv, j.e_rd.data, 1, name="acc_e", reset_less=True)
-        quotients = delay(mv, j.quotient, 1, name="acc_quotient", reset_less=True)
-        rows = []
-        for r in range(nr):
-            # a row past the length: zeros (its products add nothing)
-            first = Signal.like(values[r], name=f"acc_value{r}_", reset_less=True)
-            mv.d.sync += first.eq(Mux(in_length[r], values[r], 0) if nr > 1 else values[r])
-            rows.append(delay(mv, first, 4, name=f"acc_value{r}_d", reset_less=True))
-        probs = [[None] * self._heads for _ in range(nr)]
-        for r in range(nr):
-            for h in range(self._heads):
-                q = quotients[h]
-                # stages 3-4: the partial products (M, P); 5: two sums; 6: the probability
-                pp = [delay(mv, e[r][h].as_unsigned()[:16] * q[lo:hi], 2,
-                            name=f"pp{h}_{r}_{lo}_", reset_less=True)
-                      for lo, hi in ((0, 17), (17, 34), (34, 47))]
-                low = delay(mv, pp[0] + (pp[1] << 17), 1, name=f"pp_low{h}_{r}_",
-                            reset_less=True)
-                high = delay(mv, Cat(Const(1 << 29, 34), pp[2]), 1, name=f"pp_high{h}_{r}_",
-                             reset_less=True)
-                probs[r][h] = delay(mv, (low + high)[30:47], 1, name=f"prob{h}_{r}_",
-                                    reset_less=True)
-        sums = []
-        for h in range(self._heads):
-            for i in range(hd):
-                terms = []
-                for r in range(nr):
-                    # 7: the probability copied beside each MAC (its A register: one register
-                    # driving every lane is a long route); 8-9: the product (M, P)
-                    prob_i = delay(mv, probs[r][h], 1, name=f"prob{h}_{r}_{i}_",
-                                   reset_less=True, keep=True)
-                    terms.append(delay(mv, prob_i * rows[r][i], 2, name=f"pv{h}_{r}_{i}_",
-                                       reset_less=True))
-                # the cycle's products summed (a registered tree), then the accumulator
-                sums.append(terms[0] if nr == 1 else
-                            tree_sum_pipelined(mv, terms, name=f"pv_sum{h}_{i}"))
-        # cleared on the division's last step (registered from the step before it)
-        clear_next = j.state[_DIVIDE] & equals(j.step, DIVIDE_NEXT_TO_LAST)
-        self._accumulate_into(mv, j, sums, clear_next=clear_next,
-                              arrived_next=arrived_next, accumulating=j.state[_ACCUMULATE])
-        with m.If(valid):
-            self._wrote(m, j)
-            with m.If(j.done):
-                m.d.sync += [*_goto(j, _ACCUMULATE, _EMIT), j.beat.eq(0), j.issuing.eq(1)]
-
-    def _emit(self, m, mv, j) -> None:
-        """The requantized outputs, ``width`` a beat, through a pipeline that stalls with ``out``
-        (:data:`EMIT_LATENCY`): the datapath in ``mv``, the beat count and the state in ``m``."""
-        width = self._width
-        beats = self._heads * self._head_dim // width
-        pipe = StallingPipeline(mv, EMIT_LATENCY, ready=self.out.ready, name="emit")
-        emitting = j.state[_EMIT] & j.issuing
-        last = equals(j.beat, beats - 1)
-        m.d.comb += [pipe.issue.eq(emitting), pipe.issue_tag.eq(last)]
-        with m.If(emitting & pipe.advance):
-            m.d.sync += j.beat.eq(j.beat + 1)
-            with m.If(last):
-                m.d.sync += j.issuing.eq(0)
-        chunk = pipe.stage(self._emit_select(mv, j, emitting & pipe.advance,
-                                             first=j.state[_ACCUMULATE]), "emit_chunk")
-        # the job's output scale, copied beside the requantizers (set at the hand-over)
-        mult = delay(mv, j.job.out_mult, 1, name="out_mult", reset_less=True)
-        shift = delay(mv, j.job.out_shift, 1, name="out_shift", reset_less=True)
-        for k in range(width):
-            mv.d.comb += self.out.payload.value[k].eq(requantize_pipelined(
-                mv, chunk[32 * k:32 * (k + 1)].as_signed(), mult, shift,
-                Const(0, 2), widths=(8,), en=pipe, name=f"out{k}"))
-        mv.d.comb += [self.out.valid.eq(pipe.out_valid),
-                      self.out.payload.last.eq(pipe.out_tag)]
-        with m.If(self.out.valid & self.out.ready & self.out.payload.last):
-            m.d.sync += _goto(j, _EMIT, _B_IDLE)
-
 
 def _goto(j, source: int, target: int) -> list:
     """A transition of the one-hot state: its two bits alone (every other bit's next state
@@ -353,20 +264,24 @@ def score_bits(head_dim: int) -> int:
 
 def job_cycles(*, head_dim: int, heads: int, width: int, length: int, kv_rows: int = 1) -> int:
     """Cycles of a job from its last query beat to its last output without stalls: each of the
-    three passes takes ``ceil(length / kv_rows)`` cycles of rows."""
+    three passes takes ``ceil(length / kv_rows)`` cycles of rows; ``pv`` runs
+    :data:`~heteroreason.rtl.decoder.crossing.BOUNDARY_LATENCY` cycles behind the rest."""
     groups = -(-length // kv_rows)
     return (3 * groups + score_latency(head_dim, kv_rows) + HANDOFF_CYCLES
             + exp_latency(kv_rows) + DIVIDE_CYCLES + accumulate_latency(kv_rows)
-            + heads * head_dim // width + EMIT_LATENCY)
+            + heads * head_dim // width + EMIT_LATENCY + BOUNDARY_LATENCY)
 
 
 def back_cycles(*, head_dim: int, heads: int, width: int, length: int, kv_rows: int = 1) -> int:
     """Cycles between two jobs' last outputs when the later one's scores are done before the
     earlier one leaves the second stage: its two passes, the division, the outputs and the
-    hand-over (in the cycle the stage is idle again)."""
+    hand-over (in the cycle the stage is idle again); the stage is free again two boundary
+    crossings after its last output would have left beside the scores (``pv`` runs behind,
+    and its last beat's pulse crosses back)."""
     groups = -(-length // kv_rows)
     return (2 * groups + exp_latency(kv_rows) + DIVIDE_CYCLES + accumulate_latency(kv_rows)
-            + heads * head_dim // width + EMIT_LATENCY + HANDOFF_CYCLES)
+            + heads * head_dim // width + EMIT_LATENCY + HANDOFF_CYCLES
+            + 2 * BOUNDARY_LATENCY)
 
 
 def jobs_cycles(*, jobs: int, head_dim: int, heads: int, width: int, length: int,

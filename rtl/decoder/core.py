@@ -4,6 +4,8 @@ units (:mod:`~heteroreason.rtl.decoder.mvu`, ``rmsnorm``, ``rope``, ``attention`
 (:data:`heteroreason.rtl.decoder.operators.OPERATORS`), with weights and parameters read from
 memory in the order of :func:`heteroreason.rtl.decoder.decode_schedule.decode_schedule`."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -11,6 +13,7 @@ from amaranth.lib.wiring import In, Out
 from heteroreason.model.spec.numerics.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.attention import Attention, kv_cache_rows, kv_memory_ports
+from heteroreason.rtl.decoder.crossing import far_ends
 from heteroreason.rtl.decoder.decode_schedule import decode_schedule
 from heteroreason.rtl.decoder.mvu import MatVecUnit
 from heteroreason.rtl.decoder.operators import (
@@ -212,7 +215,8 @@ class DecoderCore(wiring.Component):
                          layers=len(self._model.layers),
                          max_context=c.max_context, heads=self._params.heads_parallel,
                          external_kv=self._params.external_kv, width=self._params.vector_width,
-                         kv_rows=self._params.kv_rows, contexts=self._params.contexts)
+                         kv_rows=self._params.kv_rows, contexts=self._params.contexts,
+                         crossings=True)
 
     def _sampler(self):
         c, p = self._config, self._params
@@ -238,12 +242,17 @@ class DecoderCore(wiring.Component):
         for name, unit in vars(units).items():
             m.submodules[name] = unit
         wiring.connect(m, units.sampler.token, wiring.flipped(self.sample))
+        # the attention's streams cross into it and out of it registered on both sides (a
+        # floorplan places it in another SLR): their other halves here, in the glue
+        ends = far_ends(m, units.att, [n for n in units.att.signature.members],
+                        prefix="xing_att")  # (the fit counts ``xing_`` children as glue)
         if p.external_kv:
-            wiring.connect(m, units.att.kv_store, wiring.flipped(self.kv_store))
-            wiring.connect(m, units.att.k_req, wiring.flipped(self.k_req))
-            wiring.connect(m, units.att.v_req, wiring.flipped(self.v_req))
-            wiring.connect(m, wiring.flipped(self.k_rows), units.att.k_rows)
-            wiring.connect(m, wiring.flipped(self.v_rows), units.att.v_rows)
+            for name in KV_PORTS:
+                if self.signature.members[name].flow is wiring.In:
+                    wiring.connect(m, wiring.flipped(getattr(self, name)), ends[name])
+                else:
+                    wiring.connect(m, ends[name], wiring.flipped(getattr(self, name)))
+        units.att = SimpleNamespace(**ends)  # what the sequencer drives and reads
 
         token = Signal(self.token.payload.shape())
         running = Signal()

@@ -214,8 +214,7 @@ class MatVecUnit(MatVecStages, wiring.Component):
         vars(st).update(rows=rows, beats=beats, out_bits=out_bits, beat=beat, row=row, param=param)
         vars(st).update(have_param=have_param, beats_m1=beats_m1, one_beat=one_beat)
         vars(st).update(last_beat=last_beat, final_row=final_row, lanes=lanes, n=n, writes=writes)
-        vars(st).update(reads=reads, read_data=read_data, load_write=load_write, columns=columns,
-                        group=group)
+        vars(st).update(reads=reads, read_data=read_data, load_write=load_write, group=group)
         self._result_queue(m, st)
         self._stage0(m, st)
         self._control(m, st)

@@ -6,6 +6,7 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model import checks
+from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.pipeline import GROUP_BITS, Mirrored
 from heteroreason.rtl.limits import MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
@@ -98,8 +99,9 @@ class PrefetchFIFO(wiring.Component):
         level = Signal(range(inner + 1))  # the memory's entries
         produce = Signal(range(inner))
         consume = Signal(range(inner))
-        # the memory has room: a register and a kept copy a column (next cycle's ``level !=
-        # inner``, from this cycle's write and read)
+        # the memory has room: a register and a kept copy a column, next cycle's ``level !=
+        # inner`` from tests of this cycle's level (no adder before it: on the ECP5 the sum
+        # and its comparison were the decoder core's critical path, 129.8 MHz)
         room = Mirrored(len(widths), name="room", init=1)
         inner_rdy = Signal()
         m.d.comb += [self.w_rdy.eq(room.value), inner_rdy.eq(level != 0)]
@@ -107,7 +109,10 @@ class PrefetchFIFO(wiring.Component):
         read = inner_rdy & (~self.r_rdy | self.r_en)
         next_level = Signal(range(inner + 2))
         m.d.comb += next_level.eq(level + write - read)
-        m.d.sync += [level.eq(next_level), *room.eq(next_level != inner)]
+        # full next cycle: full now and nothing read (nothing is written while full), or one
+        # short of it and a write without a read
+        full_next = (equals(level, inner) & ~read) | (equals(level, inner - 1) & write & ~read)
+        m.d.sync += [level.eq(next_level), *room.eq(~full_next)]
         for pointer, moves in ((produce, write), (consume, read)):
             with m.If(moves):
                 m.d.sync += pointer.eq(Mux(pointer == inner - 1, 0, pointer + 1))

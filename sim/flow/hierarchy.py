@@ -5,9 +5,10 @@ One synthesis of the whole top (``synth_xilinx -family xcup -noiopad -uram``, no
 the drivers of kept signals kept, without ``xilinx_dffopt``: :mod:`.synth`)
 gives every unit, the children of the top as Amaranth names them (``mvu``, ``att``, ``wbuf``,
 ...), its own module. Its cells, summed over its own children, are the unit's resources; the
-top's own cells are the ``glue`` (sequencer, scratchpads, sinks). The netlist, written as BLIF
-with the primitives' port directions, is read twice as a stream (its size grows with the design:
-no whole netlist is held in memory) for:
+top's own cells are the ``glue`` (sequencer, scratchpads, sinks), and so are those of its
+children named :data:`GLUE_PARTS` (the far halves of the attention's crossings). The netlist,
+written as BLIF with the primitives' port directions, is read twice as a stream (its size grows
+with the design: no whole netlist is held in memory) for:
 
 * the top's nets between units: for each set of units a net joins, its bits, its driver and
   which ends are not flip-flops (the floorplan prices what crosses an SLR boundary, and what
@@ -43,8 +44,8 @@ from heteroreason.sim.flow.synth import (
     xcup_without_dffopt,
 )
 
-__all__ = ["FIT_TIMEOUT_S", "GLUE", "PORTS", "SPLIT_UNITS", "HierarchySynthesis", "Link",
-           "NetLoad", "PortRegistration", "read_hierarchy", "synthesize_hierarchy"]
+__all__ = ["FIT_TIMEOUT_S", "GLUE", "GLUE_PARTS", "PORTS", "SPLIT_UNITS", "HierarchySynthesis",
+           "Link", "NetLoad", "PortRegistration", "read_hierarchy", "synthesize_hierarchy"]
 
 # a full-width core takes Yosys over two hours of one core when another synthesis shares the
 # machine's two (the U280 design, 2026-12-06); a limit only for a run that never ends
@@ -55,6 +56,9 @@ PORTS = "ports"  # the top's ports (the memory, the host)
 # the attention's datapath after the division (``att.pv``: the probabilities, the value
 # products, the accumulators and the output requantizers)
 SPLIT_UNITS = {"att": ("pv",)}
+# children of the top that are the glue's own (the far halves of a unit's crossings, which
+# stand beside the glue's logic: :func:`heteroreason.rtl.decoder.crossing.far_ends`)
+GLUE_PARTS = "xing_"
 _FF = ("FDRE", "FDSE", "FDCE", "FDPE")
 _BIT = re.compile(r"^(.*)\[(\d+)\]$")
 
@@ -147,10 +151,15 @@ def _unit_resources(modules: Mapping[str, Mapping[str, int]], top: str
                 cells[cell] += n
         return cells
 
-    own = {c: n for c, n in modules[top].items() if c not in modules}
+    own: dict[str, int] = defaultdict(int)
+    for c, n in modules[top].items():
+        parts = flat(c) if c in modules and _glue_part(c, top) else \
+            ({} if c in modules else {c: 1})
+        for cell, k in parts.items():
+            own[cell] += n * k
     units = {GLUE: summarize_cells(own)}
     for child in modules[top]:
-        if child in modules:
+        if child in modules and not _glue_part(child, top):
             name = child.removeprefix(top + ".")
             cells = flat(child)
             for part in SPLIT_UNITS.get(name, ()):
@@ -160,6 +169,11 @@ def _unit_resources(modules: Mapping[str, Mapping[str, int]], top: str
                     cells = {c: n - inner.get(c, 0) for c, n in cells.items()}
             units[name] = summarize_cells(cells)
     return units, summarize_cells(flat(top))
+
+
+def _glue_part(child: str, top: str) -> bool:
+    """Whether the top's child module ``child`` is the glue's own (:data:`GLUE_PARTS`)."""
+    return child.removeprefix(top + ".").startswith(GLUE_PARTS)
 
 
 def _only_flip_flops(modules, kind: str, pin: str) -> bool:
@@ -233,7 +247,8 @@ def _links(modules, top: str) -> dict[Link, int]:
     def end(kind: str, within: str | None = None) -> str:
         if within is not None:
             return split[within].get(kind, within.removeprefix(prefix))
-        return kind.removeprefix(prefix) if kind in modules else GLUE
+        return kind.removeprefix(prefix) if kind in modules and not _glue_part(kind, top) \
+            else GLUE
 
     def followed(pins, table: str):
         """``(end, kind, pin)`` of a top net's drivers (``table`` "drivers") or loads: a split

@@ -44,6 +44,7 @@ from heteroreason.model.spec.numerics.qwen2_config import Qwen2Config
 from heteroreason.rtl.decoder.attention import HANDOFF_CYCLES, back_cycles, score_latency
 from heteroreason.rtl.decoder.attention import job_cycles as attention_job_cycles
 from heteroreason.rtl.decoder.core import BUFFER_OUTPUT_LATENCY, PARAM_LAYOUT, TOKEN_START_LATENCY
+from heteroreason.rtl.decoder.crossing import CROSSING_LATENCY
 from heteroreason.rtl.decoder.decode_schedule import entries_per_param_beat
 from heteroreason.rtl.decoder.mvu import result_latency
 from heteroreason.rtl.decoder.operators import Operator, Sink, Unit, token_operators
@@ -155,14 +156,18 @@ class CoreTiming:
             job = dict(head_dim=hd, heads=p.heads_parallel, width=v, length=position + 1,
                        kv_rows=p.kv_rows)
             # a job's command and its queries gathered and sent; its key rows' latency
+            # (the command and the queries cross into the unit, the key rows' request out of
+            # it and the rows in: CROSSING_LATENCY each)
             query = READ_LATENCY + p.heads_parallel * (hd // v + 1) + o.attention_job + \
-                (self.memory_latency_cycles if p.external_kv else 0)
+                CROSSING_LATENCY + \
+                (self.memory_latency_cycles + 2 * CROSSING_LATENCY if p.external_kv else 0)
             # each later job's command, queries and scores while the job before it is in the
             # unit's second stage: it enters that stage when both are done
             scores = 1 + query + -(-(position + 1) // p.kv_rows) + \
                 score_latency(hd, p.kv_rows) + HANDOFF_CYCLES
+            # the last output crosses back out of the unit
             cycles = query + attention_job_cycles(**job) + \
-                (jobs - 1) * max(back_cycles(**job), scores)
+                (jobs - 1) * max(back_cycles(**job), scores) + CROSSING_LATENCY
             return cycles, 0
         if op.unit is Unit.SILU_TABLE:
             return 256 + o.silu_table, 0

@@ -10,8 +10,15 @@ from amaranth.sim import Simulator
 
 from heteroreason.model.spec.numerics.qwen2_int8 import attend, quant_multiplier
 from heteroreason.rtl.decoder.attention import Attention, job_cycles, jobs_cycles
+from heteroreason.rtl.decoder.crossing import CROSSING_LATENCY, Across
 from heteroreason.sim.verify.amaranth_hbm import kv_memory_processes
 from heteroreason.sim.verify.amaranth_run import run_until_done
+
+
+def attention(*, crossings=False, **kwargs):
+    """An attention unit with stream ports: alone, or (``crossings``) as the decoder core
+    builds it, every stream through a crossing whose far half is outside it."""
+    return Across(Attention(crossings=True, **kwargs)) if crossings else Attention(**kwargs)
 
 
 def random_jobs(rng, keys, values, heads, count=30):
@@ -45,23 +52,24 @@ async def write_row(ctx, dut, keys, values, layer, kv, pos):
     await ctx.tick().until(dut.kv_write.ready)
 
 
-@pytest.mark.parametrize("seed, head_dim, heads, external_kv, width, kv_rows", [
-    (1, 8, 1, False, 1, 1), (2, 16, 1, False, 1, 1), (3, 8, 3, False, 1, 1),
-    (4, 16, 2, False, 4, 1), (5, 8, 2, True, 1, 1), (6, 8, 3, True, 8, 1),
+@pytest.mark.parametrize("seed, head_dim, heads, external_kv, width, kv_rows, crossings", [
+    (1, 8, 1, False, 1, 1, False), (2, 16, 1, False, 1, 1, True), (3, 8, 3, False, 1, 1, False),
+    (4, 16, 2, False, 4, 1, True), (5, 8, 2, True, 1, 1, False), (6, 8, 3, True, 8, 1, True),
     # several rows a cycle: on-chip banks, and memory beats whose rows past the length are
     # random bytes
-    (7, 8, 2, False, 1, 4), (8, 8, 3, True, 8, 4), (9, 16, 1, True, 4, 2),
-    (10, 8, 1, False, 2, 8)])
-def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width, kv_rows):
+    (7, 8, 2, False, 1, 4, False), (8, 8, 3, True, 8, 4, True), (9, 16, 1, True, 4, 2, False),
+    (10, 8, 1, False, 2, 8, True), (11, 8, 3, True, 8, 4, False)])
+def test_queries_against_the_reference(seed, head_dim, heads, external_kv, width, kv_rows,
+                                       crossings):
     layers, kv_heads, max_context = 2, 2, 48
     rng = np.random.default_rng(seed)
     gaps = random.Random(seed)
     keys = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
     values = rng.integers(-128, 128, (layers, kv_heads, max_context, head_dim))
     cases = random_jobs(rng, keys, values, heads)
-    dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
+    dut = attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
                     max_context=max_context, heads=heads, external_kv=external_kv,
-                    width=width, kv_rows=kv_rows)
+                    width=width, kv_rows=kv_rows, crossings=crossings)
     got = []
 
     async def driver(ctx):
@@ -142,12 +150,14 @@ def test_parameters_are_validated():
     # back to back: a job's scores while the one before it is in the second stage
     (2, 8, 2, 1, 5, 1), (3, 16, 1, 4, 20, 1), (4, 8, 2, 1, 9, 4), (3, 16, 3, 4, 21, 2),
     (2, 8, 1, 8, 32, 8)])
-def test_jobs_take_the_documented_cycles(jobs, head_dim, heads, width, length, kv_rows):
+@pytest.mark.parametrize("crossings", [False, True])
+def test_jobs_take_the_documented_cycles(jobs, head_dim, heads, width, length, kv_rows,
+                                         crossings):
     """Without stalls, a job's last output leaves :func:`job_cycles` after its last query;
     ``jobs`` jobs offered back to back, the last one's :func:`jobs_cycles` after the first
-    one's last query."""
-    dut = Attention(head_dim=head_dim, kv_heads=1, layers=1, max_context=32, heads=heads,
-                    width=width, kv_rows=kv_rows)
+    one's last query; through crossings, CROSSING_LATENCY more each way."""
+    dut = attention(head_dim=head_dim, kv_heads=1, layers=1, max_context=32, heads=heads,
+                    width=width, kv_rows=kv_rows, crossings=crossings)
     rng = np.random.default_rng(7)
     marks = {"outs": 0, "queries": 0}
 
@@ -190,11 +200,13 @@ def test_jobs_take_the_documented_cycles(jobs, head_dim, heads, width, length, k
     sim.run_until(1e-8 * 2000 * jobs)
     args = dict(head_dim=head_dim, heads=heads, width=width, length=length, kv_rows=kv_rows)
     expected = job_cycles(**args) if jobs == 1 else jobs_cycles(jobs=jobs, **args)
+    expected += 2 * CROSSING_LATENCY if crossings else 0
     assert marks["out"] - marks["query"] == expected
 
 
-@pytest.mark.parametrize("kv_heads, layers, kv_rows", [(2, 3, 1), (1, 1, 1), (2, 3, 4)])
-def test_a_job_right_after_a_write_reads_the_written_row(kv_heads, layers, kv_rows):
+@pytest.mark.parametrize("kv_heads, layers, kv_rows, crossings",
+                         [(2, 3, 1, False), (1, 1, 1, True), (2, 3, 4, False), (2, 3, 4, True)])
+def test_a_job_right_after_a_write_reads_the_written_row(kv_heads, layers, kv_rows, crossings):
     """Each position's K and V rows are written, and the job over them offered in the very next
     cycle (the decoder's order): the job must see the row just written (the write is registered
     on its way into the on-chip cache, and the command waits for it)."""
@@ -210,8 +222,8 @@ def test_a_job_right_after_a_write_reads_the_written_row(kv_heads, layers, kv_ro
         queries[t][None, None], keys[layer, kv, :t + 1][:, None],
         values[layer, kv, :t + 1][:, None], np.ones((1, t + 1), bool), exp_req,
         attn_req)[0].ravel()]
-    dut = Attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
-                    max_context=max_context, kv_rows=kv_rows)
+    dut = attention(head_dim=head_dim, kv_heads=kv_heads, layers=layers,
+                    max_context=max_context, kv_rows=kv_rows, crossings=crossings)
     got = []
 
     async def driver(ctx):

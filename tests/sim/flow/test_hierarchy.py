@@ -262,3 +262,54 @@ def test_a_wire_through_a_unit_and_a_constant_are_no_link(tmp_path):
         Link(f({GLUE, "u", PORTS}), GLUE, True, f()): 1,   # r: to u's flip-flop and to y
         Link(f({GLUE, PORTS}), PORTS, True, f()): 1,       # a into the glue's flip-flop
     }
+
+
+# the far half of a crossing beside the glue (``top.xing_u_rx``): u's flip-flop drives its
+# flip-flop, whose output a glue LUT takes to the top's output y
+GLUE_PART_NETLIST = """
+.model top
+.inputs clk a
+.outputs y
+.subckt BUFG I=clk O=gclk
+.subckt top.u clk=gclk x=a q=uq
+.subckt top.xing_u_rx clk=gclk d=uq q=xq
+.subckt LUT1 I0=xq O=y
+.end
+.model top.u
+.inputs clk x
+.outputs q
+.subckt FDRE C=clk CE=$true R=$false D=x Q=q
+.end
+.model top.xing_u_rx
+.inputs clk d
+.outputs q
+.subckt FDRE C=clk CE=$true R=$false D=d Q=q
+.end
+""" + PRIMITIVES
+
+GLUE_PART_STAT = """{
+   "modules": {
+      "\\\\top": {"num_cells_by_type": {"BUFG": 1, "LUT1": 1, "top.u": 1,
+                                        "top.xing_u_rx": 1}},
+      "\\\\top.u": {"num_cells_by_type": {"FDRE": 1}},
+      "\\\\top.xing_u_rx": {"num_cells_by_type": {"FDRE": 1}}
+   },
+   "design": {}
+}
+"""
+
+
+def test_a_glue_part_is_the_glue(tmp_path):
+    """``xing_u_rx`` is no unit: its flip-flop is the glue's, and u's flip-flop into it is a
+    link between u and the glue, registered on both sides."""
+    (tmp_path / "top.blif").write_text(GLUE_PART_NETLIST)
+    (tmp_path / "top.stat.json").write_text(GLUE_PART_STAT)
+    h = read_hierarchy(tmp_path / "top.stat.json", tmp_path / "top.blif", "top")
+    assert set(h.units) == {GLUE, "u"}
+    assert (h.units[GLUE].lut, h.units[GLUE].ff) == (1, 1)
+    f = frozenset
+    assert h.links == {
+        Link(f({"u", PORTS}), PORTS, True, f()): 1,     # a into u's flip-flop
+        Link(f({"u", GLUE}), "u", True, f()): 1,        # u's flip-flop into the glue's
+        Link(f({GLUE, PORTS}), GLUE, False, f()): 1,    # the glue's LUT to y
+    }
