@@ -43,6 +43,7 @@ from heteroreason.rtl.decoder.attention_phases import (
 )
 from heteroreason.rtl.decoder.attention_values import AttentionValues
 from heteroreason.rtl.decoder.crossing import crossing_members, stream_ends
+from heteroreason.rtl.decoder.kv_aside import KvRowsAside, store_layout, without_rows
 from heteroreason.rtl.limits import CONTEXT_LIMIT, MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = [
@@ -112,7 +113,9 @@ class Attention(AttentionMemory, AttentionPhases, AttentionValues, AttentionCont
         back by credits) whose near half is inside the unit and whose far half the unit's
         surroundings build (:func:`~heteroreason.rtl.decoder.crossing.far_ends`): the decoder
         core's attention, which a floorplan places in another SLR than the glue. Tested alone
-        through :class:`~heteroreason.rtl.decoder.crossing.Across`.
+        through :class:`~heteroreason.rtl.decoder.crossing.Across`. With ``external_kv`` too,
+        ``kv_write`` brings no rows and ``kv_store`` carries only the address: the rows wait
+        outside (:meth:`far_side`), so that they do not cross in and straight out again.
 
     Members
     -------
@@ -189,6 +192,13 @@ class Attention(AttentionMemory, AttentionPhases, AttentionValues, AttentionCont
             "q": In(stream.Signature(row)),
             "out": Out(stream.Signature(out_layout)),
         }
+        # behind crossings, an external cache's rows stay outside (:meth:`far_side`): a write
+        # brings only where it goes, and only its address leaves
+        self._rows_aside = self._crossings and self._external_kv
+        if self._rows_aside:
+            self._write_layout = members["kv_write"].signature.members["payload"].shape
+            members["kv_write"] = In(stream.Signature(without_rows(self._write_layout)))
+            members["kv_store"] = Out(stream.Signature(data.StructLayout({"addr": range(rows)})))
         super().__init__(crossing_members(members) if crossings else members)
 
     @property
@@ -206,6 +216,30 @@ class Attention(AttentionMemory, AttentionPhases, AttentionValues, AttentionCont
     @property
     def kv_rows(self):
         return self._kv_rows
+
+    def far_members(self) -> dict:
+        """The members :meth:`far_side` gives its surroundings in place of the crossings'
+        (name -> ``In``/``Out``): the KV write and store with their rows."""
+        if not self._rows_aside:
+            return {}
+        store = store_layout(self._write_layout, range(self._cache_rows))
+        return {"kv_write": In(stream.Signature(self._write_layout)),
+                "kv_store": Out(stream.Signature(store))}
+
+    def far_side(self, m, ends: dict) -> dict:
+        """What the unit's surroundings use of it, built in ``m`` from the far halves of its
+        crossings (:func:`~heteroreason.rtl.decoder.crossing.far_ends`, name -> stream): the
+        same streams, but with an external cache behind crossings, ``kv_write`` and
+        ``kv_store`` carry the rows again (a :class:`~heteroreason.rtl.decoder.kv_aside.
+        KvRowsAside`, submodule ``xing_kv_rows_aside``, which the fit counts as glue,
+        keeps them beside the unit)."""
+        if not self._rows_aside:
+            return dict(ends)
+        m.submodules.xing_kv_rows_aside = aside = KvRowsAside(
+            write_layout=self._write_layout, addr_shape=range(self._cache_rows))
+        wiring.connect(m, aside.meta, ends["kv_write"])
+        wiring.connect(m, ends["kv_store"], aside.addr)
+        return dict(ends) | {"kv_write": aside.write, "kv_store": aside.store}
 
     def elaborate(self, platform):
         m = Module()

@@ -69,9 +69,11 @@ class AttentionMemory:
             m.d.comb += [
                 self._io.kv_store.valid.eq(self._io.kv_write.valid & idle),
                 self._io.kv_store.payload.addr.eq(self._address(w, w.pos)),
-                self._io.kv_store.payload.k.eq(w.k), self._io.kv_store.payload.v.eq(w.v),
                 self._io.kv_write.ready.eq(idle & self._io.kv_store.ready),
             ]
+            if not self._rows_aside:  # the rows leave with their address
+                m.d.comb += [self._io.kv_store.payload.k.eq(w.k),
+                             self._io.kv_store.payload.v.eq(w.v)]
             if self._crossings:
                 # a write is pending until the memory's port has taken it (every credit of
                 # the crossing home): a job's reads go out after it

@@ -246,6 +246,7 @@ class DecoderCore(wiring.Component):
         # floorplan places it in another SLR): their other halves here, in the glue
         ends = far_ends(m, units.att, [n for n in units.att.signature.members],
                         prefix="xing_att")  # (the fit counts ``xing_`` children as glue)
+        ends = units.att.far_side(m, ends)  # an external cache's rows kept beside it
         if p.external_kv:
             for name in KV_PORTS:
                 if self.signature.members[name].flow is wiring.In:

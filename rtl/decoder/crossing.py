@@ -279,6 +279,8 @@ class Across(wiring.Component):
                 members[name] = In(shape) if member.flow is wiring.In else Out(shape)
             else:
                 members[name] = member
+        if hasattr(unit, "far_members"):  # what its surroundings make of some of them
+            members |= unit.far_members()
         super().__init__(members)
 
     @property
@@ -291,6 +293,8 @@ class Across(wiring.Component):
         crossings = [name for name, member in unit.signature.members.items()
                      if member.is_signature and isinstance(member.signature, CrossingSignature)]
         ends = far_ends(m, unit, crossings, prefix="far")
+        if hasattr(unit, "far_side"):  # what the unit's surroundings add to its far halves
+            ends = unit.far_side(m, ends)
         for name, member in unit.signature.members.items():
             port = getattr(self, name)
             if name in ends:
