@@ -43,7 +43,11 @@ from heteroreason.rtl.decoder.attention_phases import (
 )
 from heteroreason.rtl.decoder.attention_values import AttentionValues
 from heteroreason.rtl.decoder.crossing import crossing_members, stream_ends
-from heteroreason.rtl.decoder.kv_aside import KvRowsAside, store_layout, without_rows
+from heteroreason.rtl.decoder.crossing_shared import (
+    SharedCrossingReceiver,
+    SharedCrossingSignature,
+)
+from heteroreason.rtl.decoder.kv_aside import without_rows
 from heteroreason.rtl.limits import CONTEXT_LIMIT, MULTIPLE_LIMIT, SIZE_LIMIT, WIDTH_LIMIT
 
 __all__ = [
@@ -115,7 +119,10 @@ class Attention(AttentionMemory, AttentionPhases, AttentionValues, AttentionCont
         core's attention, which a floorplan places in another SLR than the glue. Tested alone
         through :class:`~heteroreason.rtl.decoder.crossing.Across`. With ``external_kv`` too,
         ``kv_write`` brings no rows and ``kv_store`` carries only the address: the rows wait
-        outside (:meth:`far_side`), so that they do not cross in and straight out again.
+        outside (:meth:`far_side`), so that they do not cross in and straight out again; and
+        the key and value rows share one crossing, ``kv_read`` (way 0 the keys, way 1 the
+        values: :class:`~heteroreason.rtl.decoder.crossing_shared.SharedCrossingReceiver`),
+        as they share their memory's ports.
 
     Members
     -------
@@ -199,7 +206,14 @@ class Attention(AttentionMemory, AttentionPhases, AttentionValues, AttentionCont
             self._write_layout = members["kv_write"].signature.members["payload"].shape
             members["kv_write"] = In(stream.Signature(without_rows(self._write_layout)))
             members["kv_store"] = Out(stream.Signature(data.StructLayout({"addr": range(rows)})))
-        super().__init__(crossing_members(members) if crossings else members)
+            # the key and value rows on one crossing: their memory serves them on shared
+            # ports, a row a cycle between them, so one link carries both
+            self._read_layout = members.pop("k_rows").signature.members["payload"].shape
+            del members["v_rows"]
+        members = crossing_members(members) if crossings else members
+        if self._rows_aside:
+            members["kv_read"] = In(SharedCrossingSignature(self._read_layout, 2))
+        super().__init__(members)
 
     @property
     def heads(self):
@@ -217,38 +231,19 @@ class Attention(AttentionMemory, AttentionPhases, AttentionValues, AttentionCont
     def kv_rows(self):
         return self._kv_rows
 
-    def far_members(self) -> dict:
-        """The members :meth:`far_side` gives its surroundings in place of the crossings'
-        (name -> ``In``/``Out``): the KV write and store with their rows."""
-        if not self._rows_aside:
-            return {}
-        store = store_layout(self._write_layout, range(self._cache_rows))
-        return {"kv_write": In(stream.Signature(self._write_layout)),
-                "kv_store": Out(stream.Signature(store))}
-
-    def far_side(self, m, ends: dict) -> dict:
-        """What the unit's surroundings use of it, built in ``m`` from the far halves of its
-        crossings (:func:`~heteroreason.rtl.decoder.crossing.far_ends`, name -> stream): the
-        same streams, but with an external cache behind crossings, ``kv_write`` and
-        ``kv_store`` carry the rows again (a :class:`~heteroreason.rtl.decoder.kv_aside.
-        KvRowsAside`, submodule ``xing_kv_rows_aside``, which the fit counts as glue,
-        keeps them beside the unit)."""
-        if not self._rows_aside:
-            return dict(ends)
-        m.submodules.xing_kv_rows_aside = aside = KvRowsAside(
-            write_layout=self._write_layout, addr_shape=range(self._cache_rows))
-        wiring.connect(m, aside.meta, ends["kv_write"])
-        wiring.connect(m, ends["kv_store"], aside.addr)
-        return dict(ends) | {"kv_write": aside.write, "kv_store": aside.store}
-
     def elaborate(self, platform):
         m = Module()
         # the streams the logic uses: the ports, or with ``crossings`` their halves inside
-        names = [n for n in self.signature.members if n != "out"]
+        names = [n for n in self.signature.members if n not in ("out", "kv_read")]
         self._halves = stream_ends(m, self, names) if self._crossings else {}
         self._io = SimpleNamespace(**({n: h.stream for n, h in self._halves.items()}
                                       if self._crossings
                                       else {n: getattr(self, n) for n in names}))
+        if self._rows_aside:  # the key and value rows, each from its way of one crossing
+            m.submodules.kv_read_rx = read = SharedCrossingReceiver(shape=self._read_layout,
+                                                                    ways=2)
+            wiring.connect(m, wiring.flipped(self.kv_read), read.link)
+            self._io.k_rows, self._io.v_rows = read.streams[0], read.streams[1]
         nh, nr = self._heads, self._kv_rows
         groups = self._max_context // nr
         # the scores of a cycle's rows side by side, a half of the memory a stage's job (the

@@ -3,10 +3,12 @@ Attention`): the cache's rows and ports, on chip or behind the memory ports, the
 makes, and the rows each pass takes."""
 
 from amaranth.hdl import Array, Cat, Const, Signal, signed
-from amaranth.lib import data, memory, stream
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.rtl.compare import equals
+from heteroreason.rtl.decoder.crossing_shared import SharedCrossingSender
+from heteroreason.rtl.decoder.kv_aside import KvRowsAside, store_layout
 from heteroreason.rtl.decoder.pipeline import delay
 
 __all__ = ["AttentionMemory", "kv_cache_rows", "kv_memory_ports"]
@@ -58,6 +60,38 @@ class AttentionMemory:
         if self._contexts == 1:
             return row
         return Cat(row[:(self._cache_rows // self._contexts - 1).bit_length()], beat.ctx)
+
+    def far_members(self) -> dict:
+        """The members :meth:`far_side` gives its surroundings in place of the crossings'
+        (name -> ``In``/``Out``): the KV write and store with their rows, and the key and
+        value rows that reach it on one crossing (``kv_read``)."""
+        if not self._rows_aside:
+            return {}
+        store = store_layout(self._write_layout, range(self._cache_rows))
+        rows = In(stream.Signature(self._read_layout))
+        return {"kv_write": In(stream.Signature(self._write_layout)),
+                "kv_store": Out(stream.Signature(store)), "k_rows": rows, "v_rows": rows}
+
+    def far_side(self, m, ends: dict) -> dict:
+        """What the unit's surroundings use of it, built in ``m`` from the far halves of its
+        crossings (:func:`~heteroreason.rtl.decoder.crossing.far_ends`, name -> stream): the
+        same streams, but with an external cache behind crossings, ``kv_write`` and
+        ``kv_store`` carry the rows again (a :class:`~heteroreason.rtl.decoder.kv_aside.
+        KvRowsAside`, submodule ``xing_kv_rows_aside``, which the fit counts as glue,
+        keeps them beside the unit), and ``k_rows`` and ``v_rows`` are the two ways of the
+        unit's ``kv_read`` crossing (a :class:`~heteroreason.rtl.decoder.crossing_shared.
+        SharedCrossingSender`, submodule ``xing_kv_read_tx``)."""
+        if not self._rows_aside:
+            return dict(ends)
+        m.submodules.xing_kv_rows_aside = aside = KvRowsAside(
+            write_layout=self._write_layout, addr_shape=range(self._cache_rows))
+        wiring.connect(m, aside.meta, ends["kv_write"])
+        wiring.connect(m, ends["kv_store"], aside.addr)
+        m.submodules.xing_kv_read_tx = read = SharedCrossingSender(shape=self._read_layout,
+                                                                   ways=2)
+        wiring.connect(m, read.link, self.kv_read)
+        return dict(ends) | {"kv_write": aside.write, "kv_store": aside.store,
+                             "k_rows": read.streams[0], "v_rows": read.streams[1]}
 
     def _cache(self, m, f, b, idle) -> None:
         """The KV cache: on chip, or behind the memory ports; writes are accepted whenever

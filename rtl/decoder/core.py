@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 from heteroreason.model.spec.numerics.qwen2_int8 import QuantizedModel
 from heteroreason.rtl.compare import equals
 from heteroreason.rtl.decoder.attention import Attention, kv_cache_rows, kv_memory_ports
-from heteroreason.rtl.decoder.crossing import far_ends
+from heteroreason.rtl.decoder.crossing import crossing_names, far_ends
 from heteroreason.rtl.decoder.decode_schedule import decode_schedule
 from heteroreason.rtl.decoder.mvu import MatVecUnit
 from heteroreason.rtl.decoder.operators import (
@@ -244,7 +244,7 @@ class DecoderCore(wiring.Component):
         wiring.connect(m, units.sampler.token, wiring.flipped(self.sample))
         # the attention's streams cross into it and out of it registered on both sides (a
         # floorplan places it in another SLR): their other halves here, in the glue
-        ends = far_ends(m, units.att, [n for n in units.att.signature.members],
+        ends = far_ends(m, units.att, crossing_names(units.att),
                         prefix="xing_att")  # (the fit counts ``xing_`` children as glue)
         ends = units.att.far_side(m, ends)  # an external cache's rows kept beside it
         if p.external_kv:

@@ -29,6 +29,7 @@ __all__ = [
     "CrossingSignature",
     "boundary",
     "crossing_members",
+    "crossing_names",
     "far_ends",
     "stream_ends",
 ]
@@ -233,6 +234,12 @@ def stream_ends(m, component, names, *, depth: int = CROSSING_DEPTH):
     return ends
 
 
+def crossing_names(unit) -> list:
+    """The names of ``unit``'s ports that are crossings (:class:`CrossingSignature`)."""
+    return [name for name, member in unit.signature.members.items()
+            if member.is_signature and isinstance(member.signature, CrossingSignature)]
+
+
 def far_ends(m, unit, names, *, prefix: str, depth: int = CROSSING_DEPTH) -> dict:
     """The other halves of ``unit``'s crossing ports ``names``, in ``m`` (the module around
     it): a :class:`CrossingSender` for each of the unit's inputs, a :class:`CrossingReceiver`
@@ -277,9 +284,13 @@ class Across(wiring.Component):
             if isinstance(sig, CrossingSignature):
                 shape = stream.Signature(sig.payload_shape)
                 members[name] = In(shape) if member.flow is wiring.In else Out(shape)
+            elif getattr(sig, "served_by_far_side", False):
+                continue  # another kind of link, which the unit's ``far_side`` serves
             else:
                 members[name] = member
-        if hasattr(unit, "far_members"):  # what its surroundings make of some of them
+        # what its surroundings make of some of them (and of links whose signature is
+        # ``served_by_far_side``, which have no port here)
+        if hasattr(unit, "far_members"):
             members |= unit.far_members()
         super().__init__(members)
 
@@ -290,12 +301,12 @@ class Across(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.unit = unit = self._unit
-        crossings = [name for name, member in unit.signature.members.items()
-                     if member.is_signature and isinstance(member.signature, CrossingSignature)]
-        ends = far_ends(m, unit, crossings, prefix="far")
+        ends = far_ends(m, unit, crossing_names(unit), prefix="far")
         if hasattr(unit, "far_side"):  # what the unit's surroundings add to its far halves
             ends = unit.far_side(m, ends)
-        for name, member in unit.signature.members.items():
+        # this component's ports: a far half's stream (or what ``far_side`` made of it), or
+        # the unit's own port
+        for name, member in self.signature.members.items():
             port = getattr(self, name)
             if name in ends:
                 if member.flow is wiring.In:

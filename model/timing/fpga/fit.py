@@ -61,15 +61,20 @@ class DesignFit:
         """The best assignment of this design's units to ``board``'s SLRs (None when the SLR
         data has no entry for the board)."""
         floor = board_floor(board, path)
-        return None if floor is None else place(floor, self.units, self.unit_links)
+        return None if floor is None else place(
+            floor, self.units, self.unit_links,
+            lambda where: sum(self._unregistered(where).values()))
 
     def unregistered_crossing_bits(self, plan: Floorplan) -> dict[str, int]:
         """Per driving unit, the bits that cross an SLR boundary without a flip-flop on both
         sides (the driver's Q, every load across the boundary a D input)."""
+        return self._unregistered(plan.where)
+
+    def _unregistered(self, where: Mapping[str, int]) -> dict[str, int]:
         out: dict[str, int] = {}
         for link, n in self.links.items():
-            home = plan.where[link.driver]
-            away = {u for u in link.units if plan.where[u] != home}
+            home = where[link.driver]
+            away = {u for u in link.units if where[u] != home}
             if away and (not link.driver_registered or away & link.unregistered_loads):
                 out[link.driver] = out.get(link.driver, 0) + n
         return out

@@ -5,8 +5,10 @@ its SLLs (``data/slr.json``, each figure with its source).
 The assignment is searched exhaustively (a decoder core has about ten units): the units that
 meet the memory (the matrix-vector unit, its weight buffer, the top's ports) are pinned to the
 SLR beside the HBM; of the assignments that keep every SLR within its guidelines, the one with
-the fewest bits over its busiest boundary is taken; when none does, the one whose worst excess
-is smallest, and the report names each SLR, resource and both numbers over the line.
+the fewest crossing bits not registered on both sides, then the fewest bits over its busiest
+boundary, is taken; when none keeps within them, the one with the fewest unregistered bits,
+then the smallest worst excess, and the report names each SLR, resource and both numbers over
+the line.
 
 What this does not prove: placement, routing or congestion inside an SLR, nor timing across
 it; a unit is placed whole (an MVU larger than an SLR does not fit however its lanes could be
@@ -16,7 +18,7 @@ split); no open tool here places or routes an UltraScale+ device.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,9 +184,12 @@ def _evaluate(floor: BoardFloor, where: Mapping[str, int],
 
 
 def place(floor: BoardFloor, units: Mapping[str, Mapping[str, int]],
-          links: Mapping[frozenset, int]) -> Floorplan:
+          links: Mapping[frozenset, int],
+          unregistered: Callable[[Mapping[str, int]], int] | None = None) -> Floorplan:
     """The best assignment of ``units`` (name -> resources; the names ``links`` uses, ports
-    included) to ``floor``'s SLRs (see the module docstring)."""
+    included) to ``floor``'s SLRs (see the module docstring). ``unregistered``: the bits an
+    assignment (unit -> SLR) carries across a boundary without a flip-flop on both sides;
+    of the assignments that fit, or failing that of all, those with the fewest come first."""
     names = sorted(set(units) | {u for group in links for u in group})
     free = [u for u in names if u not in PINNED]
     pinned = {u: floor.hbm_slr for u in names if u in PINNED}
@@ -192,8 +197,9 @@ def place(floor: BoardFloor, units: Mapping[str, Mapping[str, int]],
     for choice in itertools.product(range(len(floor.slrs)), repeat=len(free)):
         where = pinned | dict(zip(free, choice, strict=True))
         plan, worst = _evaluate(floor, where, units, links)
-        key = (not plan.fits, worst if not plan.fits else 0.0, max(plan.crossing_bits,
-                                                                    default=0), worst)
+        bare = 0 if unregistered is None else unregistered(where)
+        key = (not plan.fits, bare, worst if not plan.fits else 0.0,
+               max(plan.crossing_bits, default=0), worst)
         if best is None or key < best[0]:
             best = (key, plan)
     return best[1]

@@ -51,6 +51,25 @@ def test_units_beside_the_memory_stay_in_its_slr_and_the_rest_spread():
     assert "SLR0-SLR1: 700 bits cross" in table and "att" in table
 
 
+def test_of_plans_alike_the_one_with_no_unregistered_crossing_is_taken():
+    """The glue beside the memory's ports, and room there (80 % of 2,664 DSPs = 2,131) for one
+    of two units: the one whose links to the glue are registered on both sides is sent
+    across, whichever the SLL count prefers."""
+    floor = board_floor("u280-300")
+    units = {"mvu": res(10_000, dsp=1_500), "glue": res(20_000, dsp=400),
+             "a": res(1_000, dsp=200), "b": res(1_000, dsp=200)}
+    links = {frozenset({"a", "glue"}): 900, frozenset({"b", "glue"}): 100,
+             frozenset({"ports", "glue"}): 3_000}
+    assert place(floor, units, links).where["a"] == 0  # the fewer bits across: b's
+
+    def unregistered(where):  # b's links are bare wires, a's registered
+        return 100 if where["b"] != where["glue"] else 0
+
+    plan = place(floor, units, links, unregistered)
+    assert plan.where["b"] == plan.where["glue"] and plan.where["a"] != plan.where["glue"]
+    assert plan.fits
+
+
 def test_a_unit_larger_than_its_slr_is_named_with_both_numbers():
     plan = place(board_floor("u280-300"), {"mvu": res(dsp=3_584), "glue": res(1_000)}, {})
     assert not plan.fits
