@@ -8,12 +8,13 @@ rows: :mod:`~heteroreason.model.timing.fpga.hbm`, ``shared_kv_ports``), one link
 them for the SLLs of one: the U280 design's key and value rows are 2,048 bits each.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model import checks
 from heteroreason.rtl.decoder.crossing import CROSSING_DEPTH
+from heteroreason.rtl.decoder.pipeline import GROUP_BITS, KEEP, Mirrored
 from heteroreason.rtl.limits import SIZE_LIMIT
 
 __all__ = ["WAYS_LIMIT", "SharedCrossingReceiver", "SharedCrossingSender",
@@ -25,6 +26,18 @@ WAYS_LIMIT = 8
 
 def _any(bits):
     return Cat(*bits).any() if bits else Const(0)
+
+
+def _grant(m, offers, last, takes) -> None:
+    """Round robin: way ``i`` is taken (``takes[i]``) when it offers and no way after the
+    ``last`` one taken and before ``i`` does."""
+    n = len(offers)
+    with m.Switch(last):
+        for prev in range(n):
+            with m.Case(prev):
+                for i in range(n):
+                    ahead = [offers[(prev + 1 + j) % n] for j in range((i - prev - 1) % n)]
+                    m.d.comb += takes[i].eq(offers[i] & ~_any(ahead))
 
 
 def _check(ways, depth):
@@ -113,45 +126,48 @@ class SharedCrossingSender(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n, depth = self._ways, self._depth
-        offers, takes = [], []
-        all_home = []
+        width = Shape.cast(self._shape).width
+        # the payload register's select reaches every bit: a group of GROUP_BITS takes it from
+        # a copy of its own, made from kept copies of the credit flags and the round robin's
+        # pointer (no net over MAX_FANOUT; the copies' LUTs differ in their inputs, so
+        # synthesis cannot merge them)
+        groups = -(-width // GROUP_BITS)
+        has_credit = [Mirrored(groups, name=f"has_credit{i}", init=1) for i in range(n)]
+        last = Mirrored(groups, name="last", shape=range(n), init=n - 1)
+        offers, all_home = [], []
+        takes = [Signal(name=f"take{i}") for i in range(n)]
         for i, s in enumerate(self.streams):
             credits = Signal(range(depth + 1), init=depth, name=f"credits{i}")
-            has_credit = Signal(init=1, name=f"has_credit{i}")
             returned = Signal(name=f"returned{i}")  # the receiver's pulse, into a flip-flop
-            take = Signal(name=f"take{i}")
             after = Signal(range(depth + 2), name=f"after{i}")
             home = Signal(init=1, name=f"home{i}")
-            offer = Signal(name=f"offer{i}")
-            m.d.comb += [offer.eq(s.valid & has_credit), s.ready.eq(take),
-                         after.eq(credits - take + returned)]
+            m.d.comb += [s.ready.eq(takes[i]), after.eq(credits - takes[i] + returned)]
             m.d.sync += [returned.eq(self.link.credit[i]), credits.eq(after),
-                         has_credit.eq(after != 0), home.eq(after == depth)]
-            offers.append(offer)
-            takes.append(take)
+                         *has_credit[i].eq(after != 0), home.eq(after == depth)]
+            offers.append(s.valid & has_credit[i].value)
             all_home.append(home)
-        # round robin: way i is taken when it offers and no way after the last one taken and
-        # before i does
-        last = Signal(range(n), init=n - 1)
-        with m.Switch(last):
-            for prev in range(n):
-                with m.Case(prev):
-                    for i in range(n):
-                        ahead = [offers[(prev + 1 + j) % n] for j in range((i - prev - 1) % n)]
-                        m.d.comb += takes[i].eq(offers[i] & ~_any(ahead))
+        _grant(m, offers, last.value, takes)
         valid = Signal()
         way = Signal(range(n))
-        payload = Signal(self._shape, reset_less=True)  # ``link.valid`` says when
-        chosen = self.streams[0].payload
-        for i in range(1, n):
-            chosen = Mux(takes[i], self.streams[i].payload, chosen)
+        payload = Signal(width, reset_less=True)  # ``link.valid`` says when
+        for k in range(groups):
+            lo, hi = k * GROUP_BITS, min(width, (k + 1) * GROUP_BITS)
+            # kept: the group's select is a net of its own, not folded into each bit's LUT
+            # (which would make every bit a load of the streams' ``valid``)
+            grants = [Signal(name=f"take{i}_group{k}", attrs=KEEP) for i in range(n)]
+            _grant(m, [s.valid & has_credit[i].copy(k) for i, s in enumerate(self.streams)],
+                   last.copy(k), grants)
+            chosen = Value.cast(self.streams[0].payload)[lo:hi]
+            for i in range(1, n):
+                chosen = Mux(grants[i], Value.cast(self.streams[i].payload)[lo:hi], chosen)
+            m.d.sync += payload[lo:hi].eq(chosen)
         which = 0
         for i in range(1, n):
             which = Mux(takes[i], i, which)
         taken = _any(takes)
-        m.d.sync += [valid.eq(taken), payload.eq(chosen)]
+        m.d.sync += valid.eq(taken)
         with m.If(taken):
-            m.d.sync += [way.eq(which), last.eq(which)]
+            m.d.sync += [way.eq(which), *last.eq(which)]
         m.d.comb += [self.link.valid.eq(valid), self.link.way.eq(way),
                      self.link.payload.eq(payload), self.idle.eq(Cat(*all_home).all())]
         return m

@@ -136,6 +136,22 @@ def test_the_link_is_registered_on_both_sides(tmp_path):
         assert link.driver_registered and not link.unregistered_loads, link
 
 
+@pytest.mark.skipif(shutil.which("yosys") is None, reason="no native yosys")
+def test_no_net_of_a_wide_link_is_over_the_fanout_bound(tmp_path):
+    """A payload wider than MAX_FANOUT: the payload register's select reaches each group of
+    GROUP_BITS from a copy of its own (one select would drive 2,100 multiplexers)."""
+    from amaranth.back import rtlil
+
+    from heteroreason.rtl.decoder.pipeline import MAX_FANOUT
+    from heteroreason.sim.flow.hierarchy import synthesize_hierarchy
+
+    (tmp_path / "pair.il").write_text(rtlil.convert(SharedPair(width=2_100, ways=2, depth=2),
+                                                    name="pair", emit_src=False))
+    h = synthesize_hierarchy(tmp_path / "pair.il", "pair")
+    assert h.largest_nets[0].loads <= MAX_FANOUT, h.largest_nets[0]
+    assert h.largest_nets[0].loads > 1_000  # a group's select: the copies were not merged
+
+
 @pytest.mark.parametrize("cls", [SharedCrossingSender, SharedCrossingReceiver])
 @pytest.mark.parametrize(("args", "message"), [
     ({"ways": 1}, r"^ways must be an integer in \[2, 8\], not 1$"),
