@@ -143,7 +143,8 @@ class Attention(AttentionMemory, AttentionPhases, AttentionValues, AttentionCont
     -------
     :func:`job_cycles` from the last query beat to the last output (plus output stalls; with
     ``crossings``, :data:`~heteroreason.rtl.decoder.crossing.CROSSING_LATENCY` more on each
-    stream, seen from the far halves): each
+    stream, seen from the far halves, and :data:`~heteroreason.rtl.decoder.crossing_shared.
+    SHARED_LATENCY` on the key and value rows' shared one): each
     of the three passes over the ``T`` rows takes ``kv_rows`` rows a cycle and drains its
     pipeline (:func:`score_latency`, :func:`exp_latency`, :func:`accumulate_latency`), the
     hand-over :data:`HANDOFF_CYCLES`, the division :data:`DIVIDE_CYCLES`, the outputs a beat

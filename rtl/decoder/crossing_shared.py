@@ -13,12 +13,19 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from heteroreason.model import checks
-from heteroreason.rtl.decoder.crossing import CROSSING_DEPTH
-from heteroreason.rtl.decoder.pipeline import GROUP_BITS, KEEP, Mirrored
+from heteroreason.rtl.decoder.crossing import CREDIT_ROUND_TRIP, CROSSING_DEPTH, CROSSING_LATENCY
+from heteroreason.rtl.decoder.pipeline import GROUP_BITS, delay
 from heteroreason.rtl.limits import SIZE_LIMIT
 
-__all__ = ["WAYS_LIMIT", "SharedCrossingReceiver", "SharedCrossingSender",
-           "SharedCrossingSignature"]
+__all__ = ["SHARED_LATENCY", "SHARED_ROUND_TRIP", "WAYS_LIMIT", "SharedCrossingReceiver",
+           "SharedCrossingSender", "SharedCrossingSignature"]
+
+# a beat taken by the sender -> valid on the receiver's stream: a crossing's, and the sender's
+# landing register
+SHARED_LATENCY = CROSSING_LATENCY + 1
+# a credit spent -> spendable again, with the beat taken at once (the receiver's queue of
+# CROSSING_DEPTH, 8, covers it: a way alone runs a beat a cycle)
+SHARED_ROUND_TRIP = CREDIT_ROUND_TRIP + 1
 
 # streams one link may carry (the arbitration is a priority chain over them)
 WAYS_LIMIT = 8
@@ -81,6 +88,13 @@ class SharedCrossingSender(wiring.Component):
     takes one a cycle (round robin: the way after the last one taken first) and puts it on
     ``link`` from registers.
 
+    Every way's payload lands in a register of its own first, with a registered copy of which
+    way was taken for each group of :data:`~heteroreason.rtl.decoder.pipeline.GROUP_BITS`
+    bits; the link's payload register then picks its way by that copy. So the select of
+    every bit is a flip-flop (no net over ``MAX_FANOUT``), and neither the streams' ``valid``
+    nor the arbitration reaches the payload's logic (synthesis would otherwise fold the
+    arbitration into every bit's LUT, each bit a load of each stream's ``valid``).
+
     Parameters
     ----------
     shape : shape-castable
@@ -101,8 +115,9 @@ class SharedCrossingSender(wiring.Component):
 
     Latency
     -------
-    As :class:`~heteroreason.rtl.decoder.crossing.CrossingSender`: a beat taken is on
-    ``link`` the next cycle.
+    A beat taken is on ``link`` two cycles later (one more than a
+    :class:`~heteroreason.rtl.decoder.crossing.CrossingSender`): :data:`SHARED_LATENCY`
+    to the receiver's stream.
 
     Throughput
     ----------
@@ -127,47 +142,42 @@ class SharedCrossingSender(wiring.Component):
         m = Module()
         n, depth = self._ways, self._depth
         width = Shape.cast(self._shape).width
-        # the payload register's select reaches every bit: a group of GROUP_BITS takes it from
-        # a copy of its own, made from kept copies of the credit flags and the round robin's
-        # pointer (no net over MAX_FANOUT; the copies' LUTs differ in their inputs, so
-        # synthesis cannot merge them)
-        groups = -(-width // GROUP_BITS)
-        has_credit = [Mirrored(groups, name=f"has_credit{i}", init=1) for i in range(n)]
-        last = Mirrored(groups, name="last", shape=range(n), init=n - 1)
         offers, all_home = [], []
         takes = [Signal(name=f"take{i}") for i in range(n)]
+        landed = []  # each way's payload, registered every cycle (no enable: see below)
         for i, s in enumerate(self.streams):
             credits = Signal(range(depth + 1), init=depth, name=f"credits{i}")
+            has_credit = Signal(init=1, name=f"has_credit{i}")
             returned = Signal(name=f"returned{i}")  # the receiver's pulse, into a flip-flop
             after = Signal(range(depth + 2), name=f"after{i}")
             home = Signal(init=1, name=f"home{i}")
             m.d.comb += [s.ready.eq(takes[i]), after.eq(credits - takes[i] + returned)]
             m.d.sync += [returned.eq(self.link.credit[i]), credits.eq(after),
-                         *has_credit[i].eq(after != 0), home.eq(after == depth)]
-            offers.append(s.valid & has_credit[i].value)
+                         has_credit.eq(after != 0), home.eq(after == depth)]
+            offers.append(s.valid & has_credit)
             all_home.append(home)
-        _grant(m, offers, last.value, takes)
-        valid = Signal()
-        way = Signal(range(n))
-        payload = Signal(width, reset_less=True)  # ``link.valid`` says when
-        for k in range(groups):
-            lo, hi = k * GROUP_BITS, min(width, (k + 1) * GROUP_BITS)
-            # kept: the group's select is a net of its own, not folded into each bit's LUT
-            # (which would make every bit a load of the streams' ``valid``)
-            grants = [Signal(name=f"take{i}_group{k}", attrs=KEEP) for i in range(n)]
-            _grant(m, [s.valid & has_credit[i].copy(k) for i, s in enumerate(self.streams)],
-                   last.copy(k), grants)
-            chosen = Value.cast(self.streams[0].payload)[lo:hi]
-            for i in range(1, n):
-                chosen = Mux(grants[i], Value.cast(self.streams[i].payload)[lo:hi], chosen)
-            m.d.sync += payload[lo:hi].eq(chosen)
+            landed.append(delay(m, Value.cast(s.payload), 1, name=f"landed{i}",
+                                reset_less=True))
+        last = Signal(range(n), init=n - 1)
+        _grant(m, offers, last, takes)
         which = 0
         for i in range(1, n):
             which = Mux(takes[i], i, which)
         taken = _any(takes)
-        m.d.sync += valid.eq(taken)
         with m.If(taken):
-            m.d.sync += [way.eq(which), *last.eq(which)]
+            m.d.sync += last.eq(which)
+        # the beat taken, a cycle later: valid, way, and a copy of the way for each group of
+        # the payload's bits (kept: each copy's loads are its group's bits)
+        valid = delay(m, taken, 2, name="valid")
+        way = delay(m, which, 2, name="way")
+        payload = Signal(width, reset_less=True)  # ``link.valid`` says when
+        for k in range(-(-width // GROUP_BITS)):
+            lo, hi = k * GROUP_BITS, min(width, (k + 1) * GROUP_BITS)
+            chosen = delay(m, which, 1, name=f"way_group{k}_", keep=True)
+            beat = landed[0][lo:hi]
+            for i in range(1, n):
+                beat = Mux(chosen == i, landed[i][lo:hi], beat)
+            m.d.sync += payload[lo:hi].eq(beat)
         m.d.comb += [self.link.valid.eq(valid), self.link.way.eq(way),
                      self.link.payload.eq(payload), self.idle.eq(Cat(*all_home).all())]
         return m

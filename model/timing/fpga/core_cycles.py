@@ -45,6 +45,7 @@ from heteroreason.rtl.decoder.attention import HANDOFF_CYCLES, back_cycles, scor
 from heteroreason.rtl.decoder.attention import job_cycles as attention_job_cycles
 from heteroreason.rtl.decoder.core import BUFFER_OUTPUT_LATENCY, PARAM_LAYOUT, TOKEN_START_LATENCY
 from heteroreason.rtl.decoder.crossing import CROSSING_LATENCY
+from heteroreason.rtl.decoder.crossing_shared import SHARED_LATENCY
 from heteroreason.rtl.decoder.decode_schedule import entries_per_param_beat
 from heteroreason.rtl.decoder.mvu import result_latency
 from heteroreason.rtl.decoder.operators import Operator, Sink, Unit, token_operators
@@ -156,11 +157,13 @@ class CoreTiming:
             job = dict(head_dim=hd, heads=p.heads_parallel, width=v, length=position + 1,
                        kv_rows=p.kv_rows)
             # a job's command and its queries gathered and sent; its key rows' latency
-            # (the command and the queries cross into the unit, the key rows' request out of
-            # it and the rows in: CROSSING_LATENCY each)
+            # (the command and the queries cross into the unit and the key rows' request out
+            # of it, CROSSING_LATENCY each; the rows come in on the crossing they share with
+            # the value rows, SHARED_LATENCY)
             query = READ_LATENCY + p.heads_parallel * (hd // v + 1) + o.attention_job + \
                 CROSSING_LATENCY + \
-                (self.memory_latency_cycles + 2 * CROSSING_LATENCY if p.external_kv else 0)
+                (self.memory_latency_cycles + CROSSING_LATENCY + SHARED_LATENCY
+                 if p.external_kv else 0)
             # each later job's command, queries and scores while the job before it is in the
             # unit's second stage: it enters that stage when both are done
             scores = 1 + query + -(-(position + 1) // p.kv_rows) + \

@@ -13,8 +13,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from heteroreason.rtl.decoder.crossing import CREDIT_ROUND_TRIP, CROSSING_LATENCY
 from heteroreason.rtl.decoder.crossing_shared import (
+    SHARED_LATENCY,
+    SHARED_ROUND_TRIP,
     SharedCrossingReceiver,
     SharedCrossingSender,
 )
@@ -94,28 +95,28 @@ def test_every_beat_of_every_way_once_in_order(seed, ways, depth, offers, accept
 def test_a_stopped_way_holds_no_other_back():
     """Way 0's consumer never takes a beat: it keeps its credits' worth, and way 1 still runs
     a beat a cycle once its credits come round."""
-    sent, got = run(SharedPair(width=8, ways=2, depth=CREDIT_ROUND_TRIP), 300, (1, 1), (0, 1),
+    sent, got = run(SharedPair(width=8, ways=2, depth=SHARED_ROUND_TRIP), 300, (1, 1), (0, 1),
                     7)
-    assert len(sent[0]) == CREDIT_ROUND_TRIP and got[0] == []
-    steady = [c for c, _ in sent[1][2 * CREDIT_ROUND_TRIP:]]
+    assert len(sent[0]) == SHARED_ROUND_TRIP and got[0] == []
+    steady = [c for c, _ in sent[1][2 * SHARED_ROUND_TRIP:]]
     assert steady == list(range(steady[0], steady[0] + len(steady)))
 
 
 def test_latency_fairness_and_throughput():
     """Both ways always offered and taken: a beat a cycle in all, the ways taken in turn; the
-    first beat is out CROSSING_LATENCY cycles after it was taken, as on a crossing of its
-    own."""
-    sent, got = run(SharedPair(width=8, ways=2, depth=CREDIT_ROUND_TRIP), 200, (1, 1), (1, 1),
+    first beat is out SHARED_LATENCY cycles after it was taken (a crossing's, and the
+    sender's landing register)."""
+    sent, got = run(SharedPair(width=8, ways=2, depth=SHARED_ROUND_TRIP), 200, (1, 1), (1, 1),
                     0)
     first = min(sent[0][0][0], sent[1][0][0])
     arrived = min(got[0][0][0], got[1][0][0])
-    assert arrived - first == CROSSING_LATENCY
+    assert arrived - first == SHARED_LATENCY
     cycles = sorted(c for way in sent for c, _ in way)
     assert cycles == list(range(cycles[0], cycles[0] + len(cycles)))
     assert abs(len(sent[0]) - len(sent[1])) <= 1
     # one way alone runs a beat a cycle too
-    sent, _ = run(SharedPair(width=8, ways=2, depth=CREDIT_ROUND_TRIP), 200, (0, 1), (1, 1), 0)
-    steady = [c for c, _ in sent[1][CREDIT_ROUND_TRIP:]]
+    sent, _ = run(SharedPair(width=8, ways=2, depth=SHARED_ROUND_TRIP), 200, (0, 1), (1, 1), 0)
+    steady = [c for c, _ in sent[1][SHARED_ROUND_TRIP:]]
     assert steady == list(range(steady[0], steady[0] + len(steady)))
 
 
@@ -139,7 +140,8 @@ def test_the_link_is_registered_on_both_sides(tmp_path):
 @pytest.mark.skipif(shutil.which("yosys") is None, reason="no native yosys")
 def test_no_net_of_a_wide_link_is_over_the_fanout_bound(tmp_path):
     """A payload wider than MAX_FANOUT: the payload register's select reaches each group of
-    GROUP_BITS from a copy of its own (one select would drive 2,100 multiplexers)."""
+    GROUP_BITS from a registered copy of its own (one select would drive 2,100 multiplexers),
+    and the streams' ``valid`` reaches none of the payload's logic."""
     from amaranth.back import rtlil
 
     from heteroreason.rtl.decoder.pipeline import MAX_FANOUT
@@ -150,6 +152,8 @@ def test_no_net_of_a_wide_link_is_over_the_fanout_bound(tmp_path):
     h = synthesize_hierarchy(tmp_path / "pair.il", "pair")
     assert h.largest_nets[0].loads <= MAX_FANOUT, h.largest_nets[0]
     assert h.largest_nets[0].loads > 1_000  # a group's select: the copies were not merged
+    valids = [n for n in h.largest_nets if n.net.endswith("valid")]
+    assert all(n.loads < 100 for n in valids), valids
 
 
 @pytest.mark.parametrize("cls", [SharedCrossingSender, SharedCrossingReceiver])

@@ -18,6 +18,7 @@ from heteroreason.model.timing.fpga.calibration import (
 )
 from heteroreason.model.timing.fpga.core_cycles import OVERHEADS, CoreTiming, cycles_to_ms
 from heteroreason.rtl.decoder.crossing import CROSSING_LATENCY
+from heteroreason.rtl.decoder.crossing_shared import SHARED_LATENCY
 from heteroreason.rtl.decoder.operators import OPERATORS
 from heteroreason.rtl.decoder.params import DecoderParams
 from heteroreason.rtl.decoder.rmsnorm import square_latency
@@ -46,8 +47,9 @@ def test_external_kv_pays_its_latency_once_a_token_until_it_outlasts_a_job():
     """A token's first attention job waits for its key rows; each later job's key rows come
     while the job before it is in the unit's second stage, so their latency shows again only
     where it outlasts that stage (heads_parallel 1: SMALL.heads jobs a layer). The request
-    leaves the attention and its rows come back through a crossing each
-    (:data:`CROSSING_LATENCY`), which the first job's wait adds to the memory's latency."""
+    leaves the attention through a crossing (:data:`CROSSING_LATENCY`) and its rows come back
+    on the crossing they share with the value rows (:data:`SHARED_LATENCY`), which the first
+    job's wait adds to the memory's latency."""
     params = dict(lanes=8, stream_bytes=8, heads_parallel=1, weight_buffer=64)
 
     def extra(latency):
@@ -56,7 +58,7 @@ def test_external_kv_pays_its_latency_once_a_token_until_it_outlasts_a_job():
             CoreTiming(SMALL, DecoderParams(**params, external_kv=False),
                        latency).token_cycles(10)
 
-    assert extra(20) == SMALL.layers * (20 + 2 * CROSSING_LATENCY)
+    assert extra(20) == SMALL.layers * (20 + CROSSING_LATENCY + SHARED_LATENCY)
     assert extra(2000) == pytest.approx(SMALL.layers * SMALL.heads * 2000, rel=0.05)
 
 
