@@ -123,20 +123,20 @@ def synthesized_points(designs: Iterable) -> list[UnitPoint]:
 
 
 # fit_unit_lines over these designs of the fit evidence (data/fit_evidence.json, RTL
-# 1d408e138917: the small core and the U280 design's full-width core, 448 lanes x 4 rows);
+# e146f683e85f: the small core and the U280 design's full-width core, 448 lanes x 4 rows);
 # another design there is out of sample
 FITTED_ON = ("small", "u280-300")
 COEFFICIENTS: Mapping[str, UnitLine] = {
-    "att": UnitLine(lut=(1821.593, 34.663), ff=(3731.593, 67.194), points=2, worst=0.0),
-    "att.pv": UnitLine(lut=(5078.148, 56.216), ff=(6457.074, 94.561), points=2, worst=0.0),
-    "glue": UnitLine(lut=(2439.923, 18.915), ff=(4699.846, 44.689), points=2, worst=0.0),
-    "mvu": UnitLine(lut=(3132.077, 27.124), ff=(4777.769, 58.33), points=2, worst=0.0),
-    "norm": UnitLine(lut=(299.667, 806.792), ff=(616.667, 1195.167), points=2, worst=0.0),
+    "att": UnitLine(lut=(1610.074, 35.108), ff=(4475.704, 69.973), points=2, worst=0.0),
+    "att.pv": UnitLine(lut=(5085.296, 56.245), ff=(7048.889, 97.127), points=2, worst=0.0),
+    "glue": UnitLine(lut=(2525.615, 20.144), ff=(5048.154, 48.53), points=2, worst=0.0),
+    "mvu": UnitLine(lut=(3113.385, 27.13), ff=(4777.769, 58.33), points=2, worst=0.0),
+    "norm": UnitLine(lut=(328.0, 805.625), ff=(616.667, 1195.167), points=2, worst=0.0),
     "pbuf": UnitLine(lut=(31.0, -0.0), ff=(26.0, 0.0), points=2, worst=0.0),
     "rope": UnitLine(lut=(-27.667, 99.333), ff=(-75.667, 256.958), points=2, worst=0.0),
-    "sampler": UnitLine(lut=(353.385, 0.0), ff=(298.052, 0.0), points=2, worst=0.1129),
-    "swiglu": UnitLine(lut=(1466.491, 0.0), ff=(2565.0, 0.0), points=2, worst=0.0017),
-    "wbuf": UnitLine(lut=(38.067, 0.008), ff=(26.333, 0.007), points=2, worst=0.0378),
+    "sampler": UnitLine(lut=(354.329, 0.0), ff=(298.052, 0.0), points=2, worst=0.1129),
+    "swiglu": UnitLine(lut=(1461.995, 0.0), ff=(2565.0, 0.0), points=2, worst=0.0014),
+    "wbuf": UnitLine(lut=(39.467, 0.006), ff=(26.333, 0.007), points=2, worst=0.0378),
 }
 
 
