@@ -5,8 +5,17 @@ rules in ``heteroreason.model.workload.traces``, not from the loader's code)."""
 from __future__ import annotations
 
 import copy
+import signal
 
 MAX_TOKENS = 1_000_000
+
+
+def sigint_as_at_a_terminal() -> None:
+    """A child process's ``preexec_fn``: SIGINT back to its default, as a terminal's Ctrl-C
+    finds it. A shell starts a background job with SIGINT ignored (POSIX), a child inherits
+    that, and Python then installs no KeyboardInterrupt handler: without this, a suite run in
+    the background would send its interrupts to runs that cannot hear them."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def valid_problem() -> dict:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from reliability_cases import sigint_as_at_a_terminal
 
 from heteroreason.commands.common import OutputBusy, staged_output
 
@@ -15,7 +16,8 @@ from heteroreason.commands.common import OutputBusy, staged_output
 def _start(out, *args):
     return subprocess.Popen([sys.executable, "-m", "heteroreason", "reproduce", "--out",
                              str(out), "--workers", "1", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_at_a_terminal)
 
 
 def _leftovers(folder):

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from reliability_cases import sigint_as_at_a_terminal
 
 from heteroreason.commands.common import in_stage
 
@@ -49,7 +50,8 @@ def test_an_interrupted_trace_generation_leaves_the_previous_files(tmp_path, sen
     with subprocess.Popen([sys.executable, "-m", "heteroreason", "traces", "generate",
                            "--dataset", "all", "--problems", "1000000", "--seed", "1",
                            "--out", str(out)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as proc:
+                          stderr=subprocess.PIPE, text=True,
+                          preexec_fn=sigint_as_at_a_terminal) as proc:
         staging = []
         while not staging:  # the run writes into its staging folder: interrupt it there
             assert proc.poll() is None, proc.stderr.read()
